@@ -1,0 +1,93 @@
+"""System checks for django_pgboss's settings and database (ids pgboss.E001 ...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Tags, register
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
+
+from django_pgboss.conf import pgboss_settings
+from django_pgboss.identifiers import schema_name_problem
+
+#: The oldest PostgreSQL pg-boss 12 supports.
+MIN_POSTGRES_VERSION = 13
+
+
+def _database_alias() -> tuple[str | None, list[Error]]:
+    try:
+        alias = pgboss_settings.DATABASE
+    except ImproperlyConfigured as exc:
+        return None, [Error(str(exc), id="pgboss.E004")]
+    if alias not in settings.DATABASES:
+        return None, [
+            Error(
+                f'settings.PGBOSS["DATABASE"] = {alias!r} is not a key of settings.DATABASES.',
+                hint=f"Use one of: {', '.join(settings.DATABASES)}.",
+                id="pgboss.E004",
+            )
+        ]
+    return alias, []
+
+
+@register(Tags.compatibility)
+def check_database_engine(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """pgboss.E001: pg-boss's schema needs PostgreSQL."""
+    alias, errors = _database_alias()
+    if alias is None:
+        return errors
+    engine = settings.DATABASES[alias].get("ENGINE", "")
+    if connections[alias].vendor != "postgresql":
+        return [
+            Error(
+                f"django_pgboss needs PostgreSQL, but database {alias!r} uses {engine or 'no ENGINE'}.",
+                hint='Point settings.PGBOSS["DATABASE"] at a database with ENGINE '
+                "'django.db.backends.postgresql'.",
+                id="pgboss.E001",
+            )
+        ]
+    return []
+
+
+@register(Tags.compatibility)
+def check_schema_name(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """pgboss.E002: PGBOSS["SCHEMA"] must be a name the SQL can carry safely."""
+    try:
+        schema = pgboss_settings.SCHEMA
+    except ImproperlyConfigured as exc:
+        return [Error(str(exc), id="pgboss.E004")]
+    problem = schema_name_problem(schema)
+    if problem is None:
+        return []
+    return [
+        Error(
+            f'settings.PGBOSS["SCHEMA"] = {schema!r} is invalid: the schema name {problem}.',
+            hint="Use a name of at most 50 bytes without quotes, %, $, periods, backslashes or "
+            "control characters, such as 'pgboss'.",
+            id="pgboss.E002",
+        )
+    ]
+
+
+@register(Tags.database)
+def check_postgres_version(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Error]:
+    """pgboss.E003: PostgreSQL 13 or newer (run by ``migrate`` and ``check --database``)."""
+    alias, _ = _database_alias()
+    if alias is None or not databases or alias not in databases:
+        return []
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
+        return []
+    connection.ensure_connection()
+    major = connection.pg_version // 10000
+    if major < MIN_POSTGRES_VERSION:
+        return [
+            Error(
+                f"django_pgboss needs PostgreSQL {MIN_POSTGRES_VERSION} or newer; database {alias!r} "
+                f"runs PostgreSQL {major}.",
+                id="pgboss.E003",
+            )
+        ]
+    return []

@@ -1,0 +1,65 @@
+"""settings.PGBOSS, read through one object with defaults.
+
+``pgboss_settings.SCHEMA`` and friends always reflect the current Django settings: the cache is
+dropped whenever ``setting_changed`` fires for PGBOSS (``override_settings`` in tests).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from django_pgboss.constants import DEFAULT_SCHEMA
+
+#: Every key settings.PGBOSS understands, with its default.
+DEFAULTS: dict[str, Any] = {
+    # The PostgreSQL schema that holds pg-boss's tables. A pg-boss (Node) instance shares the queue
+    # when it is configured with the same schema.
+    "SCHEMA": DEFAULT_SCHEMA,
+    # The Django database alias whose connection runs every statement, so sends join the caller's
+    # transaction.
+    "DATABASE": "default",
+}
+
+
+class PgBossSettings:
+    """Attribute access to settings.PGBOSS with :data:`DEFAULTS` filled in."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] | None = None
+
+    def _load(self) -> dict[str, Any]:
+        user = getattr(settings, "PGBOSS", None) or {}
+        if not isinstance(user, dict):
+            raise ImproperlyConfigured(f"settings.PGBOSS must be a dict, not {type(user).__name__}.")
+        unknown = sorted(set(user) - set(DEFAULTS))
+        if unknown:
+            raise ImproperlyConfigured(
+                f"settings.PGBOSS has unknown key(s) {', '.join(unknown)}; "
+                f"known keys are {', '.join(sorted(DEFAULTS))}."
+            )
+        return {**DEFAULTS, **user}
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"settings.PGBOSS has no key {name!r}")
+        if self._cache is None:
+            self._cache = self._load()
+        return self._cache[name]
+
+    def reload(self) -> None:
+        """Forget the cached values; the next read sees the current settings."""
+        self._cache = None
+
+
+pgboss_settings = PgBossSettings()
+
+
+@receiver(setting_changed)
+def _reload_on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "PGBOSS":
+        pgboss_settings.reload()

@@ -1,0 +1,69 @@
+"""Names and defaults shared by pg-boss 12.35 and django_pgboss.
+
+Everything here mirrors a value pg-boss writes into, or reads from, the database: changing one
+breaks interoperability with a pg-boss instance running on the same schema.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.db import models
+
+#: The pg-boss schema version these migrations create (pg-boss 12.35).
+SCHEMA_VERSION = 43
+
+#: The schema used when settings.PGBOSS["SCHEMA"] is not set; pg-boss's own default.
+DEFAULT_SCHEMA = "pgboss"
+
+#: The partition that holds the jobs of every queue created without ``partition=True``.
+COMMON_JOB_TABLE = "job_common"
+
+
+class JobState(models.TextChoices):
+    """The job_state enum, in its declared order.
+
+    The order is load-bearing: the enum sorts by declaration, and pg-boss's SQL relies on
+    ``created < retry < active < completed < cancelled < failed`` (``state < 'active'`` means
+    "waiting to run").
+    """
+
+    CREATED = "created"
+    RETRY = "retry"
+    ACTIVE = "active"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+class QueuePolicy(models.TextChoices):
+    """How a queue limits its jobs, each enforced by a partial unique index on the job table."""
+
+    STANDARD = "standard"
+    SHORT = "short"
+    SINGLETON = "singleton"
+    STATELY = "stately"
+    EXCLUSIVE = "exclusive"
+    KEY_STRICT_FIFO = "key_strict_fifo"
+
+
+# Queue and job defaults, as pg-boss's create_queue() applies them when an option is absent.
+DEFAULT_RETRY_LIMIT = 2
+DEFAULT_RETRY_DELAY = 0
+DEFAULT_RETRY_BACKOFF = False
+DEFAULT_EXPIRE_IN_SECONDS = 15 * 60
+DEFAULT_RETENTION_SECONDS = 14 * 24 * 60 * 60
+DEFAULT_DELETE_AFTER_SECONDS = 7 * 24 * 60 * 60
+DEFAULT_WARNING_QUEUE_SIZE = 0
+
+#: pg-boss's rule for queue names: ASCII letters, digits and ``_ . - /``.
+QUEUE_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-/]+\Z")
+#: Longest queue name we accept. pg-boss sets no bound of its own; partition tables are named by a
+#: hash of the queue name, so the bound only keeps names readable and btree entries small.
+QUEUE_NAME_MAX_LENGTH = 255
+
+#: Longest schema name, in bytes: PostgreSQL silently truncates identifiers at 63 bytes, and
+#: pg-boss keeps room for the names it derives from the schema.
+SCHEMA_NAME_MAX_BYTES = 50
+#: A schema name that needs no quotes: what PostgreSQL stores when it is written bare.
+BARE_IDENTIFIER_PATTERN = re.compile(r"^[a-z_][a-z0-9_]*$")

@@ -1,0 +1,105 @@
+"""Fixtures shared by the suite: a clean pg-boss schema around committing tests, and pg-boss (Node)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.db import connection
+
+from django_pgboss.conf import pgboss_settings
+from django_pgboss.identifiers import quote_identifier
+
+NODE_SCRIPT = Path(__file__).resolve().parent / "node" / "pgboss.mjs"
+
+
+def reset_pgboss_schema(schema: str | None = None) -> None:
+    """Empty the pg-boss schema as a fresh migrate leaves it: no queues, no jobs, version kept.
+
+    Queues go through delete_queue() so a partitioned queue's table is dropped, not just emptied;
+    the remaining tables are truncated in one statement.
+    """
+    schema = schema or pgboss_settings.SCHEMA
+    quoted = quote_identifier(schema)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)", [f"{quoted}.queue"])
+        if cursor.fetchone()[0] is None:
+            return
+        cursor.execute(f"SELECT {quoted}.delete_queue(name) FROM {quoted}.queue WHERE partition")
+        cursor.execute(
+            f"TRUNCATE {quoted}.job, {quoted}.queue_stats, {quoted}.job_dependency, {quoted}.warning, "
+            f"{quoted}.subscription, {quoted}.schedule, {quoted}.bam, {quoted}.queue"
+        )
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    # Leftovers of an interrupted --reuse-db run would otherwise reach the first tests.
+    with django_db_blocker.unblock():
+        reset_pgboss_schema()
+
+
+@pytest.fixture(autouse=True)
+def _reset_pgboss_schema_after_committing_tests(request):
+    """Committing tests write pg-boss rows for real; Django's flush only empties managed tables."""
+    marker = request.node.get_closest_marker("django_db")
+    committing = {"transactional_db", "live_server"} & set(request.fixturenames) or (
+        marker is not None and (marker.kwargs.get("transaction") or (marker.args and marker.args[0]))
+    )
+    if not committing:
+        yield
+        return
+    request.getfixturevalue("transactional_db")
+    yield
+    reset_pgboss_schema()
+
+
+def _node_dir() -> Path:
+    node_dir = os.environ.get("PGBOSS_NODE_DIR")
+    if not node_dir or not (Path(node_dir) / "node_modules" / "pg-boss").is_dir():
+        pytest.fail(
+            "pg-boss 12.35.0 (Node) is not installed: set PGBOSS_NODE_DIR to a folder holding "
+            "node_modules/pg-boss (scripts/test.sh installs it), or deselect with -m 'not node'.",
+            pytrace=False,
+        )
+    if shutil.which("node") is None:
+        pytest.fail("node is not on PATH; scripts/test.sh installs it.", pytrace=False)
+    return Path(node_dir)
+
+
+def database_url() -> str:
+    """A libpq URL for the database the tests run on (the test database, not the configured one)."""
+    s = connection.settings_dict
+    user, password = quote(s["USER"] or "postgres", safe=""), quote(s["PASSWORD"] or "", safe="")
+    return f"postgres://{user}:{password}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{quote(s['NAME'], safe='')}"
+
+
+def pgboss_schema_option(schema: str) -> str:
+    """The schema spelled as a pg-boss user configures it: quoted only when the name needs it."""
+    return quote_identifier(schema)
+
+
+@pytest.fixture(scope="session")
+def run_pgboss():
+    """Run tests/node/pgboss.mjs (pg-boss 12.35.0 itself) and return its JSON output."""
+    node_dir = _node_dir()
+
+    def run(command: str, schema: str, *args: str) -> dict:
+        completed = subprocess.run(
+            ["node", str(NODE_SCRIPT), command, database_url(), pgboss_schema_option(schema), *args],
+            env={**os.environ, "PGBOSS_NODE_DIR": str(node_dir)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if completed.returncode != 0:
+            raise AssertionError(f"pg-boss (node) {command} failed:\n{completed.stderr}\n{completed.stdout}")
+        return json.loads(completed.stdout.strip().splitlines()[-1])
+
+    return run

@@ -1,0 +1,41 @@
+// Drives pg-boss 12.35.0 itself, for the interoperability tests. Prints one JSON object on stdout.
+//
+//   node pgboss.mjs install <connection string> <schema>
+//       pg-boss installs its own schema (the reference the tests compare ours with).
+//   node pgboss.mjs drift <connection string> <schema> [queues JSON]
+//       pg-boss starts on an existing schema without migrating, creates the queues given as
+//       [{name, options}], and reports its schema drift check (detectSchemaDrift()).
+//
+// <schema> is spelled as a pg-boss user configures it: bare, or in double quotes when the name
+// needs them. pg-boss is resolved from PGBOSS_NODE_DIR, where scripts/test.sh installs it.
+import { createRequire } from 'node:module'
+import { pathToFileURL } from 'node:url'
+
+const require = createRequire(`${process.env.PGBOSS_NODE_DIR}/`)
+const { PgBoss } = await import(pathToFileURL(require.resolve('pg-boss')).href)
+
+const [command, connectionString, schema, queueSpec] = process.argv.slice(2)
+const boss = new PgBoss({
+  connectionString,
+  schema,
+  supervise: false,
+  schedule: false,
+  migrate: command === 'install',
+  createSchema: command === 'install'
+})
+boss.on('error', (err) => { console.error(err); process.exitCode = 1 })
+await boss.start()
+try {
+  const result = {}
+  if (command === 'drift') {
+    for (const { name, options } of JSON.parse(queueSpec || '[]')) {
+      await boss.createQueue(name, options)
+    }
+    result.drift = await boss.detectSchemaDrift()
+  } else if (command !== 'install') {
+    throw new Error(`unknown command ${command}`)
+  }
+  console.log(JSON.stringify(result))
+} finally {
+  await boss.stop({ graceful: false, wait: true })
+}
