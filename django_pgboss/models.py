@@ -16,17 +16,29 @@ from __future__ import annotations
 from typing import Any, NoReturn
 
 from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import JobState, QueuePolicy
 from django_pgboss.exceptions import ReadOnlyModelError
-from django_pgboss.identifiers import validate_schema_name
+from django_pgboss.identifiers import schema_name_problem
+
+# Where the models point when PGBOSS["SCHEMA"] is invalid. Raising here would turn the pgboss.E002
+# check's message into an import-time traceback; pointing at this name instead keeps an unsafe
+# setting out of SQL, and any query fails with a relation that names the cause.
+INVALID_SCHEMA_PLACEHOLDER = "pgboss_invalid_schema_setting"
 
 
 def schema_table(table: str) -> str:
     """The ``db_table`` for one of pg-boss's tables in the configured schema."""
-    return f'{validate_schema_name(pgboss_settings.SCHEMA)}"."{table}'
+    try:
+        schema = pgboss_settings.SCHEMA
+    except ImproperlyConfigured:  # reported by the pgboss.E004 check
+        schema = INVALID_SCHEMA_PLACEHOLDER
+    if schema_name_problem(schema) is not None:
+        schema = INVALID_SCHEMA_PLACEHOLDER
+    return f'{schema}"."{table}'
 
 
 def _refuse(model: type[models.Model] | models.Model, action: str) -> NoReturn:

@@ -1,0 +1,38 @@
+"""settings.PGBOSS is read through one object, with defaults, and follows setting changes."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from django_pgboss.conf import DEFAULTS, pgboss_settings
+
+
+def test_defaults_apply_for_missing_keys():
+    with override_settings(PGBOSS={}):
+        assert pgboss_settings.SCHEMA == "pgboss"
+        assert pgboss_settings.DATABASE == "default"
+    assert DEFAULTS == {"SCHEMA": "pgboss", "DATABASE": "default"}
+
+
+def test_override_settings_is_seen_at_once_and_undone_after():
+    original = pgboss_settings.SCHEMA
+    with override_settings(PGBOSS={"SCHEMA": "other_jobs"}):
+        assert pgboss_settings.SCHEMA == "other_jobs"
+    assert pgboss_settings.SCHEMA == original
+
+
+def test_unknown_key_is_named():
+    with override_settings(PGBOSS={"SCHEMA": "x", "RETRY": 3}), pytest.raises(ImproperlyConfigured, match="RETRY"):
+        _ = pgboss_settings.SCHEMA
+
+
+def test_pgboss_must_be_a_dict():
+    with override_settings(PGBOSS=["pgboss"]), pytest.raises(ImproperlyConfigured, match="must be a dict"):
+        _ = pgboss_settings.SCHEMA
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no key 'NOPE'"):
+        _ = pgboss_settings.NOPE
