@@ -50,7 +50,9 @@ def validate_schema_name(name: object) -> str:
     """Return ``name`` when it is a usable schema name, else raise ImproperlyConfiguredSchema."""
     problem = schema_name_problem(name)
     if problem is not None:
-        raise ImproperlyConfiguredSchema(f'settings.PGBOSS["SCHEMA"] = {name!r} is invalid: the schema name {problem}.')
+        raise ImproperlyConfiguredSchema(
+            f'settings.PGBOSS["SCHEMA"] = {name!r} is invalid: the schema name {problem}.'
+        )
     return name  # type: ignore[return-value]
 
 

@@ -256,7 +256,7 @@ class Subscription(ReadOnlyModel):
         return f"{self.event} -> {self.name}"
 
 
-class Warning(ReadOnlyModel):  # noqa: A001 - the table's name in pg-boss's schema
+class Warning(ReadOnlyModel):
     """A warning the monitor persisted (queue backlog over its limit, a slow query)."""
 
     id = models.UUIDField(primary_key=True)

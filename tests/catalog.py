@@ -30,7 +30,9 @@ class Catalog:
 
 def _normaliser(schema: str):
     spelled = quote_identifier(schema)
-    pattern = re.compile(re.escape(spelled) + r"\." if spelled != schema else r"\b" + re.escape(schema) + r"\.")
+    pattern = re.compile(
+        re.escape(spelled) + r"\." if spelled != schema else r"\b" + re.escape(schema) + r"\."
+    )
 
     def normalise(text: str | None) -> str | None:
         if text is None:

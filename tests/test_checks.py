@@ -33,7 +33,10 @@ def test_sqlite_gives_the_check_error_not_a_traceback(tmp_path):
     result = run_manage("check", DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}")
     assert result.returncode == 1
     assert "pgboss.E001" in result.stderr
-    assert "django_pgboss needs PostgreSQL, but database 'default' uses django.db.backends.sqlite3" in result.stderr
+    assert (
+        "django_pgboss needs PostgreSQL, but database 'default' uses django.db.backends.sqlite3"
+        in result.stderr
+    )
     assert "Traceback" not in result.stderr
 
 
@@ -48,8 +51,9 @@ def test_invalid_schema_setting_is_named_by_the_check():
     result = run_manage("check", PGBOSS_SCHEMA="jobs.v2")
     assert result.returncode == 1
     assert "pgboss.E002" in result.stderr
-    assert "settings.PGBOSS[\"SCHEMA\"] = 'jobs.v2' is invalid: the schema name must not contain a period" in (
-        result.stderr
+    assert (
+        "settings.PGBOSS[\"SCHEMA\"] = 'jobs.v2' is invalid: the schema name must not contain a period"
+        in (result.stderr)
     )
     assert "Traceback" not in result.stderr
 

@@ -20,11 +20,14 @@ def test_override_settings_is_seen_at_once_and_undone_after():
     original = pgboss_settings.SCHEMA
     with override_settings(PGBOSS={"SCHEMA": "other_jobs"}):
         assert pgboss_settings.SCHEMA == "other_jobs"
-    assert pgboss_settings.SCHEMA == original
+    assert original == pgboss_settings.SCHEMA
 
 
 def test_unknown_key_is_named():
-    with override_settings(PGBOSS={"SCHEMA": "x", "RETRY": 3}), pytest.raises(ImproperlyConfigured, match="RETRY"):
+    with (
+        override_settings(PGBOSS={"SCHEMA": "x", "RETRY": 3}),
+        pytest.raises(ImproperlyConfigured, match="RETRY"),
+    ):
         _ = pgboss_settings.SCHEMA
 
 

@@ -68,7 +68,9 @@ def test_sql_renders_only_the_schema_token():
     assert "CREATE SCHEMA IF NOT EXISTS pgboss;" in render_sql("0001_initial.sql", "pgboss")
 
 
-@pytest.mark.parametrize("bad", ['x"; DROP TABLE users; --', "it's", "a.b", "100%", "$$", "", "x" * 51, "pg_jobs"])
+@pytest.mark.parametrize(
+    "bad", ['x"; DROP TABLE users; --', "it's", "a.b", "100%", "$$", "", "x" * 51, "pg_jobs"]
+)
 def test_invalid_schema_is_refused_before_any_sql(bad):
     with pytest.raises(ImproperlyConfiguredSchema, match=r'settings\.PGBOSS\["SCHEMA"\]'):
         render_sql("0001_initial.sql", bad)

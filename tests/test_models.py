@@ -107,8 +107,17 @@ def test_composite_key_models_read(queue_with_job):
         lambda m: m().save(),
         lambda m: m().delete(),
     ],
-    ids=["create", "get_or_create", "update_or_create", "bulk_create", "bulk_update", "update", "qs_delete",
-         "save", "delete"],
+    ids=[
+        "create",
+        "get_or_create",
+        "update_or_create",
+        "bulk_create",
+        "bulk_update",
+        "update",
+        "qs_delete",
+        "save",
+        "delete",
+    ],
 )
 @pytest.mark.parametrize("model", ALL_MODELS, ids=lambda m: m.__name__)
 def test_writes_raise_a_clear_error(model, write):

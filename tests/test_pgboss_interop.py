@@ -74,11 +74,16 @@ def test_pg_boss_finds_no_drift_after_migrate(run_pgboss):
 
 def test_pg_boss_finds_no_drift_with_a_queue_of_each_policy_partitioned(run_pgboss):
     queues = [{"name": "shared-dlq", "options": {"policy": "standard"}}] + [
-        {"name": f"{policy}.partitioned", "options": {"policy": policy, "partition": True, "deadLetter": "shared-dlq"}}
+        {
+            "name": f"{policy}.partitioned",
+            "options": {"policy": policy, "partition": True, "deadLetter": "shared-dlq"},
+        }
         for policy in QueuePolicy
     ]
     report = run_pgboss("drift", pgboss_settings.SCHEMA, json.dumps(queues))["drift"]
     assert report["ok"], json.dumps(report, indent=2)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {quote_identifier(pgboss_settings.SCHEMA)}.queue WHERE partition")
+        cursor.execute(
+            f"SELECT count(*) FROM {quote_identifier(pgboss_settings.SCHEMA)}.queue WHERE partition"
+        )
         assert cursor.fetchone() == (len(QueuePolicy),)

@@ -171,7 +171,14 @@ def test_queue_stats_is_range_partitioned_by_captured_on_in_utc_days():
 
 def test_job_state_enum_keeps_pg_boss_order():
     assert read_catalog(schema()).enum == [state.value for state in JobState]
-    assert [state.value for state in JobState] == ["created", "retry", "active", "completed", "cancelled", "failed"]
+    assert [state.value for state in JobState] == [
+        "created",
+        "retry",
+        "active",
+        "completed",
+        "cancelled",
+        "failed",
+    ]
 
 
 def test_job_columns_types_and_defaults():
@@ -180,11 +187,21 @@ def test_job_columns_types_and_defaults():
     assert columns["id"] == ("uuid", True, "gen_random_uuid()")
     assert columns["state"] == ("<schema>.job_state", True, "'created'::<schema>.job_state")
     assert columns["singleton_on"] == ("timestamp without time zone", False, None)
-    assert columns["keep_until"] == ("timestamp with time zone", True, "(now() + '336:00:00'::interval)")  # 1209600 s, as pg-boss writes it
+    assert columns["keep_until"] == (
+        "timestamp with time zone",
+        True,
+        "(now() + '336:00:00'::interval)",
+    )  # 1209600 s, as pg-boss writes it
     assert columns["retry_limit"] == ("integer", True, "2")
     assert columns["expire_seconds"] == ("integer", True, "900")
     assert columns["deletion_seconds"] == ("integer", True, "604800")
-    for provenance in ("source_name", "source_id", "source_created_on", "source_retry_count", "source_output"):
+    for provenance in (
+        "source_name",
+        "source_id",
+        "source_created_on",
+        "source_retry_count",
+        "source_output",
+    ):
         assert provenance in columns
     assert columns["source_root_id"] == ("uuid", False, None)
     assert len(columns) == 35
@@ -216,7 +233,10 @@ def test_indexes_have_pg_boss_definitions():
 def test_constraints_have_pg_boss_definitions():
     constraints = read_catalog(schema()).constraints
     assert constraints[("queue", "queue_check")] == "CHECK ((dead_letter IS DISTINCT FROM name))"
-    assert constraints[("queue", "queue_dead_letter_fkey")] == "FOREIGN KEY (dead_letter) REFERENCES <schema>.queue(name)"
+    assert (
+        constraints[("queue", "queue_dead_letter_fkey")]
+        == "FOREIGN KEY (dead_letter) REFERENCES <schema>.queue(name)"
+    )
     assert constraints[("job_common", "q_fkey")] == (
         "FOREIGN KEY (name) REFERENCES <schema>.queue(name) ON DELETE RESTRICT DEFERRABLE INITIALLY DEFERRED"
     )
@@ -226,7 +246,10 @@ def test_constraints_have_pg_boss_definitions():
     assert constraints[("job_common", "job_key_strict_fifo_singleton_key_check")] == (
         "CHECK ((NOT ((policy = 'key_strict_fifo'::text) AND (singleton_key IS NULL))))"
     )
-    assert constraints[("schedule", "schedule_kind_check")] == "CHECK ((kind = ANY (ARRAY['cron'::text, 'rrule'::text])))"
+    assert (
+        constraints[("schedule", "schedule_kind_check")]
+        == "CHECK ((kind = ANY (ARRAY['cron'::text, 'rrule'::text])))"
+    )
     assert constraints[("schedule", "schedule_name_fkey")] == (
         "FOREIGN KEY (name) REFERENCES <schema>.queue(name) ON DELETE CASCADE"
     )
@@ -265,7 +288,9 @@ def test_create_queue_without_partition_uses_job_common_and_pg_boss_defaults():
         f"expire_seconds, retention_seconds, deletion_seconds, warning_queued, dead_letter, heartbeat_seconds, "
         f"notify FROM {q()}.queue WHERE name = 'emails'"
     )
-    assert row == [("standard", False, "job_common", 2, 0, False, None, 900, 1209600, 604800, 0, None, None, False)]
+    assert row == [
+        ("standard", False, "job_common", 2, 0, False, None, 900, 1209600, 604800, 0, None, None, False)
+    ]
 
 
 def test_create_queue_takes_every_option():
@@ -295,7 +320,9 @@ def test_create_queue_takes_every_option():
 def test_create_queue_leaves_an_existing_queue_unchanged():
     create_queue("reports", policy="standard", retryLimit=1)
     create_queue("reports", policy="singleton", retryLimit=9)
-    assert fetchall(f"SELECT policy, retry_limit FROM {q()}.queue WHERE name = 'reports'") == [("standard", 1)]
+    assert fetchall(f"SELECT policy, retry_limit FROM {q()}.queue WHERE name = 'reports'") == [
+        ("standard", 1)
+    ]
 
 
 def test_queue_cannot_dead_letter_into_itself():
@@ -312,7 +339,9 @@ def test_create_queue_with_partition_builds_its_own_table(policy):
     create_queue(name, policy=policy, partition=True)
 
     catalog = read_catalog(schema())
-    assert fetchall(f"SELECT partition, table_name FROM {q()}.queue WHERE name = %s", [name]) == [(True, table)]
+    assert fetchall(f"SELECT partition, table_name FROM {q()}.queue WHERE name = %s", [name]) == [
+        (True, table)
+    ]
     assert catalog.partitions[table] == ("job", f"FOR VALUES IN ('{name}')")
     assert [c[0] for c in catalog.columns[table]] == [c[0] for c in catalog.columns["job"]]
     own = {index.removeprefix(f"{table}_") for index in catalog.indexes if index.startswith(table)}

