@@ -15,20 +15,19 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
 resolve_python() {
-  local want=${PYTHON:-python3}
+  local want=${PYTHON:-python3} candidate
   if [[ $want =~ ^[0-9]+\.[0-9]+$ ]]; then
-    if command -v "python$want" >/dev/null 2>&1; then
-      command -v "python$want"
-      return
-    fi
-    # pyenv keeps each version's interpreter under its own folder, shimmed or not.
-    local candidate
-    candidate=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$want".*/bin/python"$want" 2>/dev/null | sort -V | tail -n 1 || true)
-    if [ -n "$candidate" ]; then
-      echo "$candidate"
-      return
-    fi
-    echo "test.sh: no Python $want found (install it, e.g. pyenv install $want)" >&2
+    # pyenv keeps each version's interpreter under its own folder; a shim on PATH may exist and
+    # still refuse to run a version that is not selected, so every candidate is tried for real.
+    for candidate in \
+      $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$want".*/bin/python"$want" 2>/dev/null | sort -rV) \
+      "$(command -v "python$want" || true)"; do
+      if [ -n "$candidate" ] && "$candidate" -c 'import sys' >/dev/null 2>&1; then
+        echo "$candidate"
+        return
+      fi
+    done
+    echo "test.sh: no working Python $want found (install it, e.g. pyenv install $want)" >&2
     exit 1
   fi
   command -v "$want" || { echo "test.sh: $want not found" >&2; exit 1; }
