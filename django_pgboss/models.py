@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 
@@ -39,6 +38,26 @@ def schema_table(table: str) -> str:
     if schema_name_problem(schema) is not None:
         schema = INVALID_SCHEMA_PLACEHOLDER
     return f'{schema}"."{table}'
+
+
+class ArrayColumn(models.Field):
+    """A PostgreSQL array column, read as a Python list.
+
+    psycopg already turns arrays into lists, and these models never write, so this needs none of
+    django.contrib.postgres's ArrayField machinery, nor (on Django 6) ``django.contrib.postgres``
+    in INSTALLED_APPS.
+    """
+
+    def __init__(self, element_type: str, *args: Any, **kwargs: Any) -> None:
+        self.element_type = element_type
+        super().__init__(*args, **kwargs)
+
+    def deconstruct(self) -> tuple[Any, ...]:
+        name, path, args, kwargs = super().deconstruct()
+        return name, path, [self.element_type, *args], kwargs
+
+    def db_type(self, connection: Any) -> str:
+        return f"{self.element_type}[]"
 
 
 def _refuse(model: type[models.Model] | models.Model, action: str) -> NoReturn:
@@ -148,10 +167,10 @@ class Queue(ReadOnlyModel):
     failed_delta = models.IntegerField(default=0)
     delta_on = models.DateTimeField(null=True)
     delta_seconds = models.IntegerField(null=True)
-    ready_history = ArrayField(models.IntegerField(), default=list)
+    ready_history = ArrayColumn("integer", default=list)
     heartbeat_seconds = models.IntegerField(null=True)
     notify = models.BooleanField(default=False)
-    singletons_active = ArrayField(models.TextField(), null=True)
+    singletons_active = ArrayColumn("text", null=True)
     monitor_claim_on = models.DateTimeField(null=True)
     monitor_on = models.DateTimeField(null=True)
     maintain_on = models.DateTimeField(null=True)

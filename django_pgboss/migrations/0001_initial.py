@@ -1,8 +1,8 @@
 """pg-boss schema version 43: the SQL in sql/0001_initial.sql, and the read-only models over it."""
 
-import django.contrib.postgres.fields
 from django.db import migrations, models
 
+import django_pgboss.models
 from django_pgboss.models import schema_table
 from django_pgboss.operations import RunPgBossSQL
 
@@ -140,17 +140,13 @@ class Migration(migrations.Migration):
                 ("delta_seconds", models.IntegerField(null=True)),
                 (
                     "ready_history",
-                    django.contrib.postgres.fields.ArrayField(
-                        base_field=models.IntegerField(), default=list, size=None
-                    ),
+                    django_pgboss.models.ArrayColumn("integer", default=list),
                 ),
                 ("heartbeat_seconds", models.IntegerField(null=True)),
                 ("notify", models.BooleanField(default=False)),
                 (
                     "singletons_active",
-                    django.contrib.postgres.fields.ArrayField(
-                        base_field=models.TextField(), null=True, size=None
-                    ),
+                    django_pgboss.models.ArrayColumn("text", null=True),
                 ),
                 ("monitor_claim_on", models.DateTimeField(null=True)),
                 ("monitor_on", models.DateTimeField(null=True)),
