@@ -27,6 +27,164 @@ _FORBIDDEN = {
 }
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
+# PostgreSQL's keywords that cannot stand bare as a schema name (every category but unreserved,
+# from pg_get_keywords() on PostgreSQL 15): such a name is quoted even though it looks bare.
+_KEYWORDS_NEEDING_QUOTES = frozenset(
+    [
+        "all",
+        "analyse",
+        "analyze",
+        "and",
+        "any",
+        "array",
+        "as",
+        "asc",
+        "asymmetric",
+        "authorization",
+        "between",
+        "bigint",
+        "binary",
+        "bit",
+        "boolean",
+        "both",
+        "case",
+        "cast",
+        "char",
+        "character",
+        "check",
+        "coalesce",
+        "collate",
+        "collation",
+        "column",
+        "concurrently",
+        "constraint",
+        "create",
+        "cross",
+        "current_catalog",
+        "current_date",
+        "current_role",
+        "current_schema",
+        "current_time",
+        "current_timestamp",
+        "current_user",
+        "dec",
+        "decimal",
+        "default",
+        "deferrable",
+        "desc",
+        "distinct",
+        "do",
+        "else",
+        "end",
+        "except",
+        "exists",
+        "extract",
+        "false",
+        "fetch",
+        "float",
+        "for",
+        "foreign",
+        "freeze",
+        "from",
+        "full",
+        "grant",
+        "greatest",
+        "group",
+        "grouping",
+        "having",
+        "ilike",
+        "in",
+        "initially",
+        "inner",
+        "inout",
+        "int",
+        "integer",
+        "intersect",
+        "interval",
+        "into",
+        "is",
+        "isnull",
+        "join",
+        "lateral",
+        "leading",
+        "least",
+        "left",
+        "like",
+        "limit",
+        "localtime",
+        "localtimestamp",
+        "national",
+        "natural",
+        "nchar",
+        "none",
+        "normalize",
+        "not",
+        "notnull",
+        "null",
+        "nullif",
+        "numeric",
+        "offset",
+        "on",
+        "only",
+        "or",
+        "order",
+        "out",
+        "outer",
+        "overlaps",
+        "overlay",
+        "placing",
+        "position",
+        "precision",
+        "primary",
+        "real",
+        "references",
+        "returning",
+        "right",
+        "row",
+        "select",
+        "session_user",
+        "setof",
+        "similar",
+        "smallint",
+        "some",
+        "substring",
+        "symmetric",
+        "table",
+        "tablesample",
+        "then",
+        "time",
+        "timestamp",
+        "to",
+        "trailing",
+        "treat",
+        "trim",
+        "true",
+        "union",
+        "unique",
+        "user",
+        "using",
+        "values",
+        "varchar",
+        "variadic",
+        "verbose",
+        "when",
+        "where",
+        "window",
+        "with",
+        "xmlattributes",
+        "xmlconcat",
+        "xmlelement",
+        "xmlexists",
+        "xmlforest",
+        "xmlnamespaces",
+        "xmlparse",
+        "xmlpi",
+        "xmlroot",
+        "xmlserialize",
+        "xmltable",
+    ]
+)
+
 
 def schema_name_problem(name: object) -> str | None:
     """Say what is wrong with a schema name, or return None when it is usable."""
@@ -65,12 +223,22 @@ def quote_identifier(name: str) -> str:
     channel keys, so our spelling must be the one a pg-boss instance configured for the same schema
     uses (``pgboss``, or ``'"My Jobs"'`` for a name that needs quotes).
     """
-    if BARE_IDENTIFIER_PATTERN.match(name):
+    if BARE_IDENTIFIER_PATTERN.match(name) and name not in _KEYWORDS_NEEDING_QUOTES:
         return name
     if '"' in name:
         # Unreachable for validated names; kept so a caller that skipped validation cannot inject.
         raise ImproperlyConfiguredSchema(f"identifier {name!r} must not contain a double quote")
     return f'"{name}"'
+
+
+def schema_key(name: str) -> str:
+    """The schema as pg-boss writes it into the keys it derives (advisory locks, NOTIFY channels).
+
+    pg-boss hashes its configured schema string with only meaningless quotes removed: a name that
+    is a legal lower-case bare identifier stands bare even when it is a keyword, anything else keeps
+    its quotes. Our keys must hash the same text, or we would not exclude a pg-boss instance.
+    """
+    return name if BARE_IDENTIFIER_PATTERN.match(name) else f'"{name}"'
 
 
 def quote_schema(name: str) -> str:

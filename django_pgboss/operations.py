@@ -9,12 +9,14 @@ from django.db import router
 from django.db.migrations.operations.base import Operation
 
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.identifiers import quote_schema
+from django_pgboss.identifiers import quote_schema, schema_key
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 
-#: The placeholder the SQL files use for the schema name; the only thing rendering substitutes.
+#: The placeholder the SQL files use for the schema name in SQL text.
 SCHEMA_TOKEN = "{{schema}}"
+#: The placeholder for the schema as it enters pg-boss's advisory-lock key (see schema_key).
+SCHEMA_KEY_TOKEN = "{{schema_key}}"
 
 
 def render_sql(filename: str, schema: str) -> str:
@@ -24,7 +26,8 @@ def render_sql(filename: str, schema: str) -> str:
     invalid PGBOSS["SCHEMA"] raises ImproperlyConfiguredSchema before any SQL is produced.
     """
     quoted = quote_schema(schema)
-    return (SQL_DIR / filename).read_text(encoding="utf-8").replace(SCHEMA_TOKEN, quoted)
+    text = (SQL_DIR / filename).read_text(encoding="utf-8")
+    return text.replace(SCHEMA_KEY_TOKEN, schema_key(schema)).replace(SCHEMA_TOKEN, quoted)
 
 
 class RunPgBossSQL(Operation):

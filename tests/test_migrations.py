@@ -61,11 +61,31 @@ def test_models_and_migrations_agree():
     assert "No changes detected" in out.getvalue()
 
 
+@pytest.mark.parametrize(
+    ("name", "spelled"),
+    [
+        ("pgboss", "pgboss"),
+        ("jobs_2", "jobs_2"),
+        ("Jobs", '"Jobs"'),
+        ("job queue", '"job queue"'),
+        ("order", '"order"'),
+        ("user", '"user"'),
+        ("9lives", '"9lives"'),
+    ],
+)
+def test_schema_is_quoted_only_when_it_must_be(name, spelled):
+    assert quote_identifier(name) == spelled
+
+
 def test_sql_renders_only_the_schema_token():
     rendered = render_sql("0001_initial.sql", QUOTED_SCHEMA)
     assert "{{" not in rendered
     assert f'"{QUOTED_SCHEMA}".job_common' in rendered
     assert "CREATE SCHEMA IF NOT EXISTS pgboss;" in render_sql("0001_initial.sql", "pgboss")
+    # The advisory-lock key hashes the schema as pg-boss spells it in its own keys.
+    assert "'.pgboss.order'" in render_sql("0001_initial.sql", "order")
+    assert 'CREATE SCHEMA IF NOT EXISTS "order";' in render_sql("0001_initial.sql", "order")
+    assert f"'.pgboss.\"{QUOTED_SCHEMA}\"'" in render_sql("0001_initial.sql", QUOTED_SCHEMA)
 
 
 @pytest.mark.parametrize(
@@ -110,22 +130,23 @@ def test_migrate_backwards_drops_the_schema_and_forwards_recreates_it(restore_sc
 
 
 @pytest.mark.django_db(transaction=True)
-def test_migrations_under_a_schema_that_needs_quotes(restore_schema):
+@pytest.mark.parametrize("other_schema", [QUOTED_SCHEMA, "order"], ids=["spaces-and-case", "keyword"])
+def test_migrations_under_a_schema_that_needs_quotes(restore_schema, other_schema):
     default = read_catalog(pgboss_settings.SCHEMA)
     migrate("zero")
-    with override_settings(PGBOSS={"SCHEMA": QUOTED_SCHEMA}):
+    with override_settings(PGBOSS={"SCHEMA": other_schema}):
         migrate()
-        assert schema_exists(QUOTED_SCHEMA)
-        assert read_catalog(QUOTED_SCHEMA) == default
+        assert schema_exists(other_schema)
+        assert read_catalog(other_schema) == default
         with connection.cursor() as cursor:
             cursor.execute(
-                f'SELECT "{QUOTED_SCHEMA}".create_queue(%s, %s::jsonb)',
+                f'SELECT "{other_schema}".create_queue(%s, %s::jsonb)',
                 ["Mixed Case/queue", json.dumps({"policy": "stately", "partition": True})],
             )
-            cursor.execute(f'SELECT count(*) FROM "{QUOTED_SCHEMA}".queue')
+            cursor.execute(f'SELECT count(*) FROM "{other_schema}".queue')
             assert cursor.fetchone() == (1,)
         migrate("zero")
-        assert not schema_exists(QUOTED_SCHEMA)
+        assert not schema_exists(other_schema)
 
 
 @pytest.mark.django_db(transaction=True)

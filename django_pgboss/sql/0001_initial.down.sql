@@ -5,7 +5,7 @@
 -- beforehand and keeps their own objects in survives, with a NOTICE saying so.
 
 SELECT pg_advisory_xact_lock(
-  ('x' || encode(sha224((current_database() || '.pgboss.{{schema}}')::bytea), 'hex'))::bit(64)::bigint
+  ('x' || encode(sha224((current_database() || '.pgboss.{{schema_key}}')::bytea), 'hex'))::bit(64)::bigint
 );
 
 -- Dropping the parents drops every partition with them: job_common, each partitioned queue's

@@ -4,7 +4,8 @@
 -- change is a new NNNN_*.sql file with its own migration.
 --
 -- {{schema}} is replaced by the configured schema name, already validated and quoted by
--- django_pgboss.identifiers. Nothing else is substituted: this file holds no values.
+-- django_pgboss.identifiers, and {{schema_key}} by the spelling pg-boss hashes into its lock keys.
+-- Nothing else is substituted: this file holds no values.
 --
 -- The plpgsql function bodies below are the compatibility surface with pg-boss itself: pg-boss's
 -- drift check (detectSchemaDrift, `pg-boss doctor`) compares each stored body, whitespace aside,
@@ -15,7 +16,7 @@
 -- A pg-boss instance installing or migrating this schema takes the same transaction-scoped lock
 -- first, so a `migrate` and a pg-boss start() racing on an empty database cannot both create it.
 SELECT pg_advisory_xact_lock(
-  ('x' || encode(sha224((current_database() || '.pgboss.{{schema}}')::bytea), 'hex'))::bit(64)::bigint
+  ('x' || encode(sha224((current_database() || '.pgboss.{{schema_key}}')::bytea), 'hex'))::bit(64)::bigint
 );
 
 CREATE SCHEMA IF NOT EXISTS {{schema}};
