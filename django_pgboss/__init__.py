@@ -1,28 +1,48 @@
 """django_pgboss: pg-boss's PostgreSQL job queue (schema version 43) as a Django app.
 
-The public API (``boss``, ``Boss``, ``work``, ``Job``) grows here as the job API, workers and the
-monitor land; this release provides the schema, the read-only models and the settings.
+``boss`` (the default :class:`Boss`) sends, fetches and settles jobs on Django's own connection;
+``Job`` and ``QueueInfo`` are what it hands back.
 """
 
 from __future__ import annotations
 
 from django_pgboss.constants import SCHEMA_VERSION, JobState, QueuePolicy
 from django_pgboss.exceptions import (
+    DeadLetterQueueNotFound,
     ImproperlyConfiguredSchema,
+    InvalidJobReference,
+    InvalidOption,
+    InvalidPolicy,
     InvalidQueueName,
+    InvalidStartAfter,
+    JobDataNotSerializable,
     PgBossError,
+    QueueNotFound,
     ReadOnlyModelError,
 )
+from django_pgboss.manager import Boss, boss
+from django_pgboss.records import Job, QueueInfo
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Boss",
+    "DeadLetterQueueNotFound",
     "ImproperlyConfiguredSchema",
+    "InvalidJobReference",
+    "InvalidOption",
+    "InvalidPolicy",
     "InvalidQueueName",
+    "InvalidStartAfter",
+    "Job",
+    "JobDataNotSerializable",
     "JobState",
     "PgBossError",
+    "QueueInfo",
+    "QueueNotFound",
     "QueuePolicy",
     "ReadOnlyModelError",
     "__version__",
+    "boss",
 ]

@@ -23,3 +23,31 @@ class ReadOnlyModelError(PgBossError):
     The tables belong to pg-boss's SQL: rows are written through ``Boss`` so that policies,
     partitions and the attempt fence apply, never through the ORM.
     """
+
+
+class InvalidOption(PgBossError, ValueError):
+    """An option has the wrong type or is out of range; the message names the option."""
+
+
+class InvalidPolicy(InvalidOption):
+    """A queue policy that is not one of QueuePolicy's values."""
+
+
+class InvalidStartAfter(InvalidOption):
+    """start_after is neither seconds, a datetime, nor a parseable ISO 8601 string."""
+
+
+class QueueNotFound(PgBossError, LookupError):
+    """The named queue does not exist: create it with create_queue() first."""
+
+
+class DeadLetterQueueNotFound(QueueNotFound):
+    """A dead_letter option names a queue that does not exist."""
+
+
+class JobDataNotSerializable(PgBossError, TypeError):
+    """A job's data (or output) cannot be stored as JSON."""
+
+
+class InvalidJobReference(PgBossError, ValueError):
+    """A settle call got something that is neither a Job, an id, nor an {"id", "retry_count"} pair."""

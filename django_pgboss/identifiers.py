@@ -244,3 +244,15 @@ def schema_key(name: str) -> str:
 def quote_schema(name: str) -> str:
     """Validate a schema name and return its SQL spelling."""
     return quote_identifier(validate_schema_name(name))
+
+
+# The tables a queue's jobs can live in: the shared DEFAULT partition, or the queue's own partition,
+# named by create_queue() as 'j' followed by the sha224 of the queue name.
+_JOB_TABLE = re.compile(r"^(job|job_common|j[0-9a-f]{56})\Z")
+
+
+def quote_job_table(name: str) -> str:
+    """Return a job table's name for SQL text, refusing anything create_queue() cannot have made."""
+    if not isinstance(name, str) or not _JOB_TABLE.match(name):
+        raise ValueError(f"{name!r} is not a pg-boss job table")
+    return name

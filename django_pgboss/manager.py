@@ -1,0 +1,354 @@
+"""Boss: django_pgboss's public API over pg-boss's schema.
+
+Every statement runs on Django's connection for the configured alias, so a ``send()`` inside
+``transaction.atomic()`` commits or rolls back with the caller's own writes. Boss validates its
+arguments, picks the job table a queue lives in, and runs the statements of ``plans``; it holds no
+SQL of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from django.db import connections, transaction
+
+from django_pgboss.conf import pgboss_settings
+from django_pgboss.constants import QueuePolicy
+from django_pgboss.exceptions import DeadLetterQueueNotFound, InvalidOption, QueueNotFound
+from django_pgboss.identifiers import quote_job_table, quote_schema, schema_key
+from django_pgboss.options import (
+    SHARED_OPTIONS,
+    start_after_value,
+    to_json,
+    to_pgboss_options,
+    validate_queue_name,
+    validate_queue_options,
+    validate_shared_options,
+)
+from django_pgboss.plans import jobs as job_plans
+from django_pgboss.plans import queues as queue_plans
+from django_pgboss.records import QueueInfo
+
+#: The send options beyond those a job shares with its queue.
+SEND_OPTIONS = frozenset(
+    {
+        "id",
+        "priority",
+        "start_after",
+        "singleton_key",
+        "singleton_seconds",
+        "singleton_next_slot",
+        "group_id",
+        "group_tier",
+    }
+) | frozenset(SHARED_OPTIONS)
+
+
+class _QueueRoute:
+    """What the job API needs to know of a queue: where its jobs live and how it behaves."""
+
+    __slots__ = ("dead_letter", "notify", "policy", "table")
+
+    def __init__(self, table: str, policy: str, notify: bool, dead_letter: str | None) -> None:
+        self.table = quote_job_table(table)
+        self.policy = policy
+        self.notify = notify
+        self.dead_letter = dead_letter
+
+
+class Boss:
+    """The job API for one database alias and one pg-boss schema.
+
+    ``Boss()`` uses settings.PGBOSS (``DATABASE`` and ``SCHEMA``); ``Boss(using=..., schema=...)``
+    addresses another. Instances are cheap and thread-safe: each call takes a cursor on the calling
+    thread's Django connection.
+    """
+
+    def __init__(self, using: str | None = None, schema: str | None = None) -> None:
+        self._using = using
+        self._schema = schema
+        self._routes: dict[str, _QueueRoute] = {}
+        self._routes_lock = threading.Lock()
+
+    # -- configuration -------------------------------------------------------------------------
+
+    @property
+    def using(self) -> str:
+        """The Django database alias every statement runs on."""
+        return self._using or pgboss_settings.DATABASE
+
+    @property
+    def schema(self) -> str:
+        """The schema name, as PostgreSQL stores it."""
+        return self._schema or pgboss_settings.SCHEMA
+
+    @property
+    def _q(self) -> str:
+        return quote_schema(self.schema)
+
+    def _lock_key(self, name: str) -> str:
+        return f".pgboss.{schema_key(self.schema)}{name}"
+
+    def _cursor(self) -> Any:
+        return connections[self.using].cursor()
+
+    # -- queues --------------------------------------------------------------------------------
+
+    def create_queue(self, name: str, **options: Any) -> None:
+        """Create a queue; an existing queue of that name is left as it is.
+
+        Options: policy ("standard", "short", "singleton", "stately", "exclusive",
+        "key_strict_fifo"), partition (give the queue its own table), dead_letter (an existing
+        queue that receives jobs failing for good), retry_limit, retry_delay, retry_backoff,
+        retry_delay_max, expire_in_seconds, retention_seconds, delete_after_seconds,
+        heartbeat_seconds, warning_queue_size and notify (wake workers by LISTEN/NOTIFY).
+        """
+        validate_queue_name(name)
+        options.setdefault("policy", QueuePolicy.STANDARD.value)
+        validate_queue_options(name, options, creating=True)
+        payload = to_pgboss_options(options)
+        with transaction.atomic(using=self.using), self._cursor() as cursor:
+            if options.get("dead_letter") is not None:
+                self._require_dead_letter(cursor, options["dead_letter"])
+            cursor.execute(queue_plans.advisory_lock(), [self._lock_key("create-queue")])
+            cursor.execute(queue_plans.create_queue(self._q), [name, to_json(payload, "queue options")])
+        self._forget_route(name)
+
+    def update_queue(self, name: str, **options: Any) -> None:
+        """Change a queue's settings; policy and partition are fixed at creation.
+
+        ``dead_letter=None``, ``retry_delay_max=None`` and ``heartbeat_seconds=None`` clear those
+        settings. Raises QueueNotFound for an unknown queue.
+        """
+        validate_queue_name(name)
+        validate_queue_options(name, options, creating=False)
+        with transaction.atomic(using=self.using), self._cursor() as cursor:
+            if options.get("dead_letter") is not None:
+                self._require_dead_letter(cursor, options["dead_letter"])
+            cursor.execute(
+                queue_plans.update_queue(self._q), [to_json(to_pgboss_options(options), "options"), name]
+            )
+            if cursor.rowcount == 0:
+                raise QueueNotFound(f"queue {name!r} does not exist")
+        self._forget_route(name)
+
+    def delete_queue(self, name: str) -> None:
+        """Delete a queue with all its jobs (its own table, when partitioned), schedules and subscriptions."""
+        validate_queue_name(name)
+        with transaction.atomic(using=self.using), self._cursor() as cursor:
+            cursor.execute(queue_plans.advisory_lock(), [self._lock_key("delete-queue")])
+            cursor.execute(queue_plans.delete_queue(self._q), [name])
+        self._forget_route(name)
+
+    def get_queue(self, name: str) -> QueueInfo | None:
+        """The queue's settings, cached counts and throughput window, or None when it does not exist."""
+        queues = self.get_queues([validate_queue_name(name)])
+        return queues[0] if queues else None
+
+    def get_queues(self, names: Iterable[str] | None = None) -> list[QueueInfo]:
+        """Every queue (or those named), in name order."""
+        with self._cursor() as cursor:
+            if names is None:
+                cursor.execute(queue_plans.get_queues(self._q, by_name=False))
+            else:
+                names = [validate_queue_name(n) for n in ([names] if isinstance(names, str) else names)]
+                cursor.execute(queue_plans.get_queues(self._q, by_name=True), [names])
+            return [QueueInfo(*row) for row in cursor.fetchall()]
+
+    def _require_dead_letter(self, cursor: Any, dead_letter: str) -> None:
+        cursor.execute(queue_plans.get_queue_routing(self._q), [dead_letter])
+        if cursor.fetchone() is None:
+            raise DeadLetterQueueNotFound(
+                f"dead_letter queue {dead_letter!r} does not exist; create it first"
+            )
+
+    def _route(self, name: str) -> _QueueRoute:
+        """Where a queue's jobs live, cached per Boss and dropped whenever this Boss changes the queue."""
+        route = self._routes.get(name)
+        if route is not None:
+            return route
+        with self._cursor() as cursor:
+            cursor.execute(queue_plans.get_queue_routing(self._q), [validate_queue_name(name)])
+            row = cursor.fetchone()
+        if row is None:
+            raise QueueNotFound(f"queue {name!r} does not exist; create it with create_queue() first")
+        route = _QueueRoute(*row)
+        with self._routes_lock:
+            self._routes[name] = route
+        return route
+
+    def _forget_route(self, name: str) -> None:
+        with self._routes_lock:
+            self._routes.pop(name, None)
+
+    # -- sending -------------------------------------------------------------------------------
+
+    def send(self, name: str, data: Any = None, **options: Any) -> str | None:
+        """Send one job and return its id, or None when the queue's policy or a throttle slot dropped it.
+
+        Options: id, priority, start_after (seconds, datetime or ISO string), singleton_key,
+        singleton_seconds, singleton_next_slot, group_id, group_tier, dead_letter, retry_limit,
+        retry_delay, retry_backoff, retry_delay_max, expire_in_seconds, retention_seconds,
+        delete_after_seconds, heartbeat_seconds. An option not given takes the queue's setting.
+        """
+        validate_queue_name(name)
+        job = self._job_payload(data, options)
+        route = self._route(name)
+        if route.policy == QueuePolicy.KEY_STRICT_FIFO and not job.get("singletonKey"):
+            raise InvalidOption(f"queue {name!r} is key_strict_fifo: every job needs a singleton_key")
+        if job.get("deadLetter") is not None:
+            with self._cursor() as cursor:
+                self._require_dead_letter(cursor, job["deadLetter"])
+        job_id = self._insert(name, route, [job], returning=True)
+        if job_id or not options.get("singleton_next_slot"):
+            return job_id[0] if job_id else None
+        # The current slot is taken: a debounced job goes into the next one, starting when it opens.
+        with self._cursor() as cursor:
+            cursor.execute(job_plans.debounce_delay(self._q), [job["singletonSeconds"]])
+            delay = cursor.fetchone()[0]
+        job = {**job, "startAfter": f"{delay} seconds", "singletonOffset": job["singletonSeconds"]}
+        job_id = self._insert(name, route, [job], returning=True)
+        return job_id[0] if job_id else None
+
+    def send_after(self, name: str, data: Any, after: Any, **options: Any) -> str | None:
+        """send() with start_after: seconds, a datetime or an ISO 8601 string."""
+        return self.send(name, data, **{**options, "start_after": after})
+
+    def send_throttled(
+        self, name: str, data: Any, seconds: int, key: str | None = None, **options: Any
+    ) -> str | None:
+        """Send at most one job per ``seconds``-long slot (per key); extra sends return None."""
+        return self.send(
+            name,
+            data,
+            **{**options, "singleton_seconds": seconds, "singleton_next_slot": False, "singleton_key": key},
+        )
+
+    def send_debounced(
+        self, name: str, data: Any, seconds: int, key: str | None = None, **options: Any
+    ) -> str | None:
+        """Like send_throttled(), but a send into a taken slot is queued once for the next slot."""
+        return self.send(
+            name,
+            data,
+            **{**options, "singleton_seconds": seconds, "singleton_next_slot": True, "singleton_key": key},
+        )
+
+    def insert(
+        self, name: str, jobs: Sequence[Mapping[str, Any]], *, return_ids: bool = False
+    ) -> list[str] | None:
+        """Insert many jobs in one statement; each dict has "data" and any send() option.
+
+        Returns the ids of the jobs inserted (policies may drop some) when return_ids is true.
+        """
+        validate_queue_name(name)
+        if isinstance(jobs, Mapping | str | bytes) or not isinstance(jobs, Sequence):
+            raise InvalidOption("insert() takes a list of job dicts")
+        payload = []
+        seen_ids: set[str] = set()
+        for index, job in enumerate(jobs):
+            if not isinstance(job, Mapping):
+                raise InvalidOption(f"insert() job {index} must be a dict, not {type(job).__name__}")
+            options = dict(job)
+            data = options.pop("data", None)
+            item = self._job_payload(data, options, where=f"job {index}")
+            if item.get("id") is not None:
+                if item["id"] in seen_ids:
+                    raise InvalidOption(f"insert() job {index} repeats id {item['id']}")
+                seen_ids.add(item["id"])
+            payload.append(item)
+        route = self._route(name)
+        if route.policy == QueuePolicy.KEY_STRICT_FIFO and any(not j.get("singletonKey") for j in payload):
+            raise InvalidOption(f"queue {name!r} is key_strict_fifo: every job needs a singleton_key")
+        for dead_letter in {j["deadLetter"] for j in payload if j.get("deadLetter") is not None}:
+            with self._cursor() as cursor:
+                self._require_dead_letter(cursor, dead_letter)
+        if not payload:
+            return [] if return_ids else None
+        ids = self._insert(name, route, payload, returning=return_ids)
+        return ids if return_ids else None
+
+    def _insert(
+        self, name: str, route: _QueueRoute, payload: list[dict[str, Any]], *, returning: bool
+    ) -> list[str]:
+        body = "[" + ",".join(payload_json(job) for job in payload) + "]"
+        params: list[Any] = [body, name]
+        if route.notify:
+            params += [schema_key(self.schema), name]
+        with self._cursor() as cursor:
+            cursor.execute(
+                job_plans.insert_jobs(self._q, route.table, returning=returning, notify=route.notify), params
+            )
+            if not (returning or route.notify):
+                return []
+            return [str(row[0]) for row in cursor.fetchall()]
+
+    def _job_payload(self, data: Any, options: dict[str, Any], where: str = "send()") -> dict[str, Any]:
+        unknown = sorted(set(options) - SEND_OPTIONS)
+        if unknown:
+            raise InvalidOption(f"{where}: unknown option(s) {', '.join(unknown)}")
+        validate_shared_options(options)
+        job: dict[str, Any] = to_pgboss_options(options, SHARED_OPTIONS)
+        job["data"] = _JsonText(to_json(data, "job data")) if data is not None else None
+        if options.get("id") is not None:
+            job["id"] = _uuid_text(options["id"], "id")
+        if options.get("priority") is not None:
+            priority = options["priority"]
+            if (
+                isinstance(priority, bool)
+                or not isinstance(priority, int)
+                or not -(2**31) <= priority < 2**31
+            ):
+                raise InvalidOption(f"priority must be an integer, not {priority!r}")
+            job["priority"] = priority
+        job["startAfter"] = start_after_value(options.get("start_after"))
+        key = options.get("singleton_key")
+        if key is not None and not isinstance(key, str):
+            raise InvalidOption(f"singleton_key must be a string, not {key!r}")
+        job["singletonKey"] = key
+        seconds = options.get("singleton_seconds")
+        if seconds is not None:
+            if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
+                raise InvalidOption(f"singleton_seconds must be an integer >= 1, not {seconds!r}")
+            job["singletonSeconds"] = seconds
+            job["singletonOffset"] = 0
+        elif options.get("singleton_next_slot"):
+            raise InvalidOption("singleton_next_slot needs singleton_seconds")
+        for option, key_name in (("group_id", "groupId"), ("group_tier", "groupTier")):
+            value = options.get(option)
+            if value is not None and not isinstance(value, str):
+                raise InvalidOption(f"{option} must be a string, not {value!r}")
+            job[key_name] = value
+        if job.get("groupTier") is not None and job.get("groupId") is None:
+            raise InvalidOption("group_tier needs group_id")
+        return job
+
+
+class _JsonText(str):
+    """Job data already serialised to JSON text, spliced into the payload as-is."""
+
+
+def payload_json(job: Mapping[str, Any]) -> str:
+    """One job of an insert payload as JSON, with data embedded as already-encoded JSON."""
+    parts = []
+    for key, value in job.items():
+        if value is None:
+            continue
+        encoded = value if isinstance(value, _JsonText) else to_json(value, key)
+        parts.append(f"{to_json(key, 'key')}:{encoded}")
+    return "{" + ",".join(parts) + "}"
+
+
+def _uuid_text(value: Any, option: str) -> str:
+    import uuid
+
+    try:
+        return str(value if isinstance(value, uuid.UUID) else uuid.UUID(str(value)))
+    except (ValueError, TypeError, AttributeError):
+        raise InvalidOption(f"{option} must be a uuid, not {value!r}") from None
+
+
+#: The default Boss, bound to settings.PGBOSS["DATABASE"] and ["SCHEMA"] at each call.
+boss = Boss()

@@ -1,0 +1,6 @@
+"""The raw-SQL layer: one pure function per statement, each returning SQL text.
+
+Every value is a bound parameter (``%s``); the only text a function pastes in is an identifier that
+has passed through :mod:`django_pgboss.identifiers` (the quoted schema, a job table). Each module
+holds one concern: queues, jobs, ... . The functions know nothing of connections or Django.
+"""

@@ -1,0 +1,111 @@
+"""The values the job API hands back: Job and QueueInfo, frozen dataclasses."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as fetch() claims it, or as get_job_by_id() / find_jobs() read it.
+
+    ``retry_count`` names the attempt: passing the Job (not just its id) to complete(), fail(),
+    touch() or delete_job() settles only that attempt, never a newer one (the attempt fence).
+    The fields after ``group_tier`` are filled when the job was read with include_metadata (and
+    always by get_job_by_id and find_jobs); otherwise they are None.
+    """
+
+    id: str
+    name: str
+    data: Any
+    retry_count: int
+    expire_in_seconds: int
+    heartbeat_seconds: int | None = None
+    group_id: str | None = None
+    group_tier: str | None = None
+    # Metadata.
+    policy: str | None = None
+    state: str | None = None
+    priority: int | None = None
+    retry_limit: int | None = None
+    retry_delay: int | None = None
+    retry_backoff: bool | None = None
+    retry_delay_max: int | None = None
+    start_after: dt.datetime | None = None
+    started_on: dt.datetime | None = None
+    singleton_key: str | None = None
+    singleton_on: dt.datetime | None = None
+    delete_after_seconds: int | None = None
+    heartbeat_on: dt.datetime | None = None
+    created_on: dt.datetime | None = None
+    completed_on: dt.datetime | None = None
+    keep_until: dt.datetime | None = None
+    dead_letter: str | None = None
+    blocked: bool | None = None
+    blocking: bool | None = None
+    pending_dependencies: int | None = None
+    output: Any = None
+    source_name: str | None = None
+    source_id: str | None = None
+    source_created_on: dt.datetime | None = None
+    source_retry_count: int | None = None
+    source_output: Any = None
+    source_root_id: str | None = None
+
+    @property
+    def attempt(self) -> dict[str, Any]:
+        """The {"id", "retry_count"} pair that fences a settle to this attempt."""
+        return {"id": self.id, "retry_count": self.retry_count}
+
+
+#: Job's field names, in the order the fetch and read statements return their columns.
+JOB_FIELDS = tuple(f.name for f in fields(Job))
+#: How many leading fields a fetch without include_metadata returns.
+JOB_MIN_FIELDS = JOB_FIELDS.index("policy")
+
+
+def job_from_row(row: tuple[Any, ...]) -> Job:
+    """Build a Job from a row in JOB_FIELDS order (uuids come back from psycopg as UUID objects)."""
+    values = dict(zip(JOB_FIELDS, row, strict=False))
+    for key in ("id", "source_id", "source_root_id"):
+        if values.get(key) is not None:
+            values[key] = str(values[key])
+    return Job(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """A queue's settings, its cached gauges and its last counted throughput window."""
+
+    name: str
+    policy: str
+    partition: bool
+    table_name: str
+    dead_letter: str | None
+    retry_limit: int
+    retry_delay: int
+    retry_backoff: bool
+    retry_delay_max: int | None
+    expire_in_seconds: int
+    retention_seconds: int
+    delete_after_seconds: int
+    heartbeat_seconds: int | None
+    warning_queue_size: int
+    notify: bool
+    deferred_count: int
+    queued_count: int
+    ready_count: int
+    active_count: int
+    failed_count: int
+    total_count: int
+    created_delta: int
+    completed_delta: int
+    failed_delta: int
+    delta_seconds: int | None
+    delta_on: dt.datetime | None
+    singletons_active: list[str] | None
+    monitor_on: dt.datetime | None
+    created_on: dt.datetime
+    updated_on: dt.datetime

@@ -1,0 +1,40 @@
+"""Small helpers the job API tests share: raw reads of what the database holds."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import connection
+
+from django_pgboss.conf import pgboss_settings
+from django_pgboss.identifiers import quote_identifier
+
+
+def schema_sql() -> str:
+    return quote_identifier(pgboss_settings.SCHEMA)
+
+
+def rows(sql: str, params: Any = None) -> list[tuple]:
+    """Run a query with ``{s}`` standing for the quoted schema and return every row."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.replace("{s}", schema_sql()), params)
+        return cursor.fetchall()
+
+
+JSON_COLUMNS = {"data", "output", "source_output"}
+
+
+def job_row(job_id: str, *columns: str) -> tuple:
+    """Columns of one job; jsonb columns decoded (Django's connection reads jsonb as text)."""
+    (row,) = rows(f"SELECT {', '.join(columns)} FROM {{s}}.job WHERE id = %s", [job_id])
+    return tuple(
+        json.loads(value) if column in JSON_COLUMNS and isinstance(value, str) else value
+        for column, value in zip(columns, row, strict=True)
+    )
+
+
+def count_jobs(name: str | None = None) -> int:
+    if name is None:
+        return rows("SELECT count(*) FROM {s}.job")[0][0]
+    return rows("SELECT count(*) FROM {s}.job WHERE name = %s", [name])[0][0]
