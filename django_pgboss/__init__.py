@@ -17,6 +17,7 @@ from django_pgboss.exceptions import (
     InvalidStartAfter,
     JobDataNotSerializable,
     PgBossError,
+    QueueInUse,
     QueueNotFound,
     ReadOnlyModelError,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "JobDataNotSerializable",
     "JobState",
     "PgBossError",
+    "QueueInUse",
     "QueueInfo",
     "QueueNotFound",
     "QueuePolicy",

@@ -51,3 +51,7 @@ class JobDataNotSerializable(PgBossError, TypeError):
 
 class InvalidJobReference(PgBossError, ValueError):
     """A settle call got something that is neither a Job, an id, nor an {"id", "retry_count"} pair."""
+
+
+class QueueInUse(PgBossError):
+    """A queue cannot be deleted while other queues or jobs name it as their dead letter queue."""

@@ -12,11 +12,11 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import QueuePolicy
-from django_pgboss.exceptions import DeadLetterQueueNotFound, InvalidOption, QueueNotFound
+from django_pgboss.exceptions import DeadLetterQueueNotFound, InvalidOption, QueueInUse, QueueNotFound
 from django_pgboss.identifiers import quote_job_table, quote_schema, schema_key
 from django_pgboss.options import (
     SHARED_OPTIONS,
@@ -29,7 +29,7 @@ from django_pgboss.options import (
 )
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import queues as queue_plans
-from django_pgboss.records import QueueInfo
+from django_pgboss.records import Job, QueueInfo, job_from_row
 
 #: The send options beyond those a job shares with its queue.
 SEND_OPTIONS = frozenset(
@@ -137,10 +137,22 @@ class Boss:
     def delete_queue(self, name: str) -> None:
         """Delete a queue with all its jobs (its own table, when partitioned), schedules and subscriptions."""
         validate_queue_name(name)
-        with transaction.atomic(using=self.using), self._cursor() as cursor:
-            cursor.execute(queue_plans.advisory_lock(), [self._lock_key("delete-queue")])
-            cursor.execute(queue_plans.delete_queue(self._q), [name])
-        self._forget_route(name)
+        try:
+            with transaction.atomic(using=self.using), self._cursor() as cursor:
+                cursor.execute(queue_plans.dead_letter_users(self._q), [name])
+                users = [row[0] for row in cursor.fetchall()]
+                if users:
+                    raise QueueInUse(
+                        f"queue {name!r} is the dead_letter of {', '.join(map(repr, users))}; "
+                        "change or clear their dead_letter first"
+                    )
+                cursor.execute(queue_plans.advisory_lock(), [self._lock_key("delete-queue")])
+                cursor.execute(queue_plans.delete_queue(self._q), [name])
+        except IntegrityError as exc:
+            # Jobs of other queues still name it as their own dead_letter (a send option).
+            raise QueueInUse(f"queue {name!r} is still the dead_letter of waiting jobs: {exc}") from exc
+        finally:
+            self._forget_route(name)
 
     def get_queue(self, name: str) -> QueueInfo | None:
         """The queue's settings, cached counts and throughput window, or None when it does not exist."""
@@ -182,6 +194,72 @@ class Boss:
     def _forget_route(self, name: str) -> None:
         with self._routes_lock:
             self._routes.pop(name, None)
+
+    # -- fetching ------------------------------------------------------------------------------
+
+    def fetch(
+        self,
+        name: str,
+        *,
+        batch_size: int = 1,
+        include_metadata: bool = False,
+        min_priority: int | None = None,
+        max_priority: int | None = None,
+        group_concurrency: int | Mapping[str, Any] | None = None,
+        ignore_start_after: bool = False,
+    ) -> list[Job]:
+        """Claim up to ``batch_size`` waiting jobs of a queue, highest priority then oldest first.
+
+        The jobs become active and count an attempt; settle each with complete() or fail() (pass
+        the Job to fence the settle to this attempt). ``group_concurrency`` caps active jobs per
+        group_id: an int, or ``{"default": n, "tiers": {"gold": m, ...}}`` keyed by group_tier.
+        Returns [] when nothing is ready, or when a concurrent claim took the last free slot of a
+        singleton or stately key.
+        """
+        validate_queue_name(name)
+        _int_option("batch_size", batch_size, minimum=1)
+        for option, value in (
+            ("include_metadata", include_metadata),
+            ("ignore_start_after", ignore_start_after),
+        ):
+            if not isinstance(value, bool):
+                raise InvalidOption(f"{option} must be True or False, not {value!r}")
+        params: dict[str, Any] = {"name": name, "batch_size": batch_size}
+        for option, value in (("min_priority", min_priority), ("max_priority", max_priority)):
+            if value is not None:
+                _int_option(option, value, minimum=-(2**31))
+                params[option] = value
+        if min_priority is not None and max_priority is not None and min_priority > max_priority:
+            raise InvalidOption(f"min_priority {min_priority} is above max_priority {max_priority}")
+        tiers = None
+        if group_concurrency is not None:
+            limit, tiers = _group_limits(group_concurrency)
+            params["group_limit"] = limit
+            if tiers:
+                params["group_tiers"] = to_json(tiers, "group_concurrency tiers")
+        route = self._route(name)
+        sql = job_plans.fetch_jobs(
+            self._q,
+            route.table,
+            policy=route.policy,
+            include_metadata=include_metadata,
+            ignore_start_after=ignore_start_after,
+            min_priority=min_priority is not None,
+            max_priority=max_priority is not None,
+            group_concurrency=group_concurrency is not None,
+            group_tiers=bool(tiers),
+        )
+        try:
+            # A savepoint inside the caller's transaction (or a transaction of its own) so that a
+            # lost race for a singleton key leaves nothing to roll back but this statement.
+            with transaction.atomic(using=self.using), self._cursor() as cursor:
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
+        except IntegrityError:
+            # Two fetchers picked different jobs of the same singleton/stately key at once; the
+            # unique index let one through. The loser claims nothing this time, as in pg-boss.
+            return []
+        return [job_from_row(row) for row in rows]
 
     # -- sending -------------------------------------------------------------------------------
 
@@ -339,6 +417,29 @@ def payload_json(job: Mapping[str, Any]) -> str:
         encoded = value if isinstance(value, _JsonText) else to_json(value, key)
         parts.append(f"{to_json(key, 'key')}:{encoded}")
     return "{" + ",".join(parts) + "}"
+
+
+def _int_option(option: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidOption(f"{option} must be an integer >= {minimum}, not {value!r}")
+
+
+def _group_limits(group_concurrency: int | Mapping[str, Any]) -> tuple[int, dict[str, int]]:
+    """Split group_concurrency into the default per-group limit and the per-tier limits."""
+    if isinstance(group_concurrency, Mapping):
+        unknown = set(group_concurrency) - {"default", "tiers"}
+        if unknown or "default" not in group_concurrency:
+            raise InvalidOption('group_concurrency must be an int or {"default": n, "tiers": {...}}')
+        default = group_concurrency["default"]
+        tiers = dict(group_concurrency.get("tiers") or {})
+    else:
+        default, tiers = group_concurrency, {}
+    _int_option("group_concurrency", default, minimum=1)
+    for tier, limit in tiers.items():
+        if not isinstance(tier, str):
+            raise InvalidOption(f"group_concurrency tier names must be strings, not {tier!r}")
+        _int_option(f"group_concurrency tier {tier!r}", limit, minimum=1)
+    return default, tiers
 
 
 def _uuid_text(value: Any, option: str) -> str:

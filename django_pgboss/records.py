@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -66,12 +68,19 @@ JOB_FIELDS = tuple(f.name for f in fields(Job))
 JOB_MIN_FIELDS = JOB_FIELDS.index("policy")
 
 
-def job_from_row(row: tuple[Any, ...]) -> Job:
-    """Build a Job from a row in JOB_FIELDS order (uuids come back from psycopg as UUID objects)."""
+def job_from_row(row: Sequence[Any]) -> Job:
+    """Build a Job from a row in JOB_FIELDS order.
+
+    uuids come back from psycopg as UUID objects and are handed out as strings; jsonb comes back
+    from Django's connection as text (Django reads it that way for JSONField) and is decoded.
+    """
     values = dict(zip(JOB_FIELDS, row, strict=False))
     for key in ("id", "source_id", "source_root_id"):
         if values.get(key) is not None:
             values[key] = str(values[key])
+    for key in ("data", "output", "source_output"):
+        if isinstance(values.get(key), str):
+            values[key] = json.loads(values[key])
     return Job(**values)
 
 

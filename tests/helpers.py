@@ -19,7 +19,7 @@ def rows(sql: str, params: Any = None) -> list[tuple]:
     """Run a query with ``{s}`` standing for the quoted schema and return every row."""
     with connection.cursor() as cursor:
         cursor.execute(sql.replace("{s}", schema_sql()), params)
-        return cursor.fetchall()
+        return cursor.fetchall() if cursor.description is not None else []
 
 
 JSON_COLUMNS = {"data", "output", "source_output"}

@@ -235,5 +235,5 @@ def test_queue_recreated_with_another_table_is_followed():
     job_id = boss.send("moving")
     table = boss.get_queue("moving").table_name
     assert rows(
-        f"SELECT tableoid::regclass::text LIKE '%%' || %s FROM {{s}}.job WHERE id = %s", [table, job_id]
+        "SELECT tableoid::regclass::text LIKE '%%' || %s FROM {s}.job WHERE id = %s", [table, job_id]
     ) == [(True,)]

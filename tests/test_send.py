@@ -246,7 +246,7 @@ def test_debounced_send_queues_one_job_for_the_next_slot(queue):
     second = boss.send_debounced(queue, {"n": 2}, 60, "k")
     third = boss.send_debounced(queue, {"n": 3}, 60, "k")
     assert first and second and third is None
-    (slot1, start1), (slot2, start2) = (
+    (slot1, _), (slot2, start2) = (
         job_row(first, "singleton_on", "start_after"),
         job_row(second, "singleton_on", "start_after"),
     )

@@ -117,3 +117,184 @@ def debounce_delay(schema: str) -> str:
     SELECT greatest(s - mod(floor(extract(epoch FROM {schema}.job_now()))::bigint, s)::int, 1) + (s > 1)::int
     FROM (SELECT %s::int AS s) slot
     """
+
+
+#: The job columns a read returns, in the order of records.Job's fields.
+JOB_COLUMNS = (
+    "id",
+    "name",
+    "data",
+    "retry_count",
+    "expire_seconds",
+    "heartbeat_seconds",
+    "group_id",
+    "group_tier",
+    "policy",
+    "state",
+    "priority",
+    "retry_limit",
+    "retry_delay",
+    "retry_backoff",
+    "retry_delay_max",
+    "start_after",
+    "started_on",
+    "singleton_key",
+    "singleton_on",
+    "deletion_seconds",
+    "heartbeat_on",
+    "created_on",
+    "completed_on",
+    "keep_until",
+    "dead_letter",
+    "blocked",
+    "blocking",
+    "pending_dependencies",
+    "output",
+    "source_name",
+    "source_id",
+    "source_created_on",
+    "source_retry_count",
+    "source_output",
+    "source_root_id",
+)
+#: The columns every fetch returns; the rest come with include_metadata.
+JOB_MIN_COLUMNS = JOB_COLUMNS[: JOB_COLUMNS.index("policy")]
+
+
+def fetch_jobs(
+    schema: str,
+    table: str,
+    *,
+    policy: str,
+    include_metadata: bool = False,
+    ignore_start_after: bool = False,
+    min_priority: bool = False,
+    max_priority: bool = False,
+    group_concurrency: bool = False,
+    group_tiers: bool = False,
+) -> str:
+    """Claim up to N waiting jobs of one queue: mark them active and return them.
+
+    Named parameters: name, batch_size, and with their options min_priority, max_priority,
+    group_limit (the default per-group limit) and group_tiers (a JSON object of tier -> limit).
+
+    Candidates are taken in priority order, then creation order, which is the order of the fetch
+    index (job_i11), so the scan stops after N rows and needs no sort; FOR UPDATE SKIP LOCKED lets
+    concurrent fetchers pass over rows another one is claiming instead of queueing behind it. A
+    claim of a job that was started before (a retry, or an expired attempt) counts as a new
+    attempt: retry_count goes up, and the attempt fence relies on that.
+
+    Policies:
+    - singleton and stately allow one active job per key (job_i2, job_i3). A key that already has
+      an active job is skipped by a probe of that same index, and a batch takes one job per key;
+      pg-boss reads the active keys from a cache the monitor refreshes, so its fetch can come back
+      empty while another key waits.
+    - key_strict_fifo claims only each key's head (the oldest waiting job, a retry before anything
+      created), and only while no other job of the key is active, waiting to retry, or failed: a
+      failed job blocks its key until it is retried or deleted.
+
+    Group concurrency caps the active jobs per group_id, at the default limit or the limit of the
+    job's group_tier; within a group, candidates are ranked in claim order.
+    """
+    keyed = policy in ("singleton", "stately")
+    strict_fifo = policy == "key_strict_fifo"
+    due = "" if ignore_start_after else f"AND j.start_after <= {schema}.job_now()"
+    conditions: list[str] = []
+    ctes: list[str] = []
+    if strict_fifo:
+        head_due = "" if ignore_start_after else f"AND h.start_after <= {schema}.job_now()"
+        ctes.append(f"""
+      strict_fifo_heads AS MATERIALIZED (
+        SELECT DISTINCT ON (h.singleton_key) h.id
+        FROM {schema}.{table} h
+        WHERE h.name = %(name)s AND h.state < 'active' AND NOT h.blocked
+          AND h.policy = 'key_strict_fifo' {head_due}
+        ORDER BY h.singleton_key, h.state DESC, h.created_on, h.id
+      )""")
+        conditions.append("j.id IN (SELECT id FROM strict_fifo_heads)")
+        conditions.append(f"""NOT EXISTS (
+            SELECT 1 FROM {schema}.{table} b
+            WHERE b.name = j.name AND b.singleton_key = j.singleton_key
+              AND b.state IN ('active', 'retry', 'failed') AND b.policy = 'key_strict_fifo'
+              AND b.id <> j.id)""")
+    if keyed:
+        conditions.append(f"""NOT EXISTS (
+            SELECT 1 FROM {schema}.{table} a
+            WHERE a.name = j.name AND a.state = 'active' AND a.policy = j.policy
+              AND COALESCE(a.singleton_key, '') = COALESCE(j.singleton_key, ''))""")
+    if min_priority:
+        conditions.append("j.priority >= %(min_priority)s")
+    if max_priority:
+        conditions.append("j.priority <= %(max_priority)s")
+    group_limit = "COALESCE((%(group_tiers)s::jsonb ->> j.group_tier)::int, %(group_limit)s)"
+    if not group_tiers:
+        group_limit = "%(group_limit)s"
+    if group_concurrency:
+        ctes.append(f"""
+      active_groups AS MATERIALIZED (
+        SELECT COALESCE(jsonb_object_agg(group_id, active), '{{}}'::jsonb) AS counts
+        FROM (
+          SELECT group_id, count(*)::int AS active
+          FROM {schema}.{table}
+          WHERE name = %(name)s AND state = 'active' AND group_id IS NOT NULL
+          GROUP BY group_id
+        ) g
+      )""")
+        active = "COALESCE(((SELECT counts FROM active_groups) ->> j.group_id)::int, 0)"
+        conditions.append(f"(j.group_id IS NULL OR {active} < {group_limit})")
+    extra_columns = ""
+    if keyed:
+        extra_columns += ", j.singleton_key"
+    if group_concurrency:
+        extra_columns += f", j.group_id, j.group_tier, {active} AS active, {group_limit} AS group_limit"
+    where = "".join(f"\n          AND {condition}" for condition in conditions)
+    ctes.append(f"""
+      next AS (
+        SELECT j.id, j.priority, j.created_on{extra_columns}
+        FROM {schema}.{table} j
+        WHERE j.name = %(name)s AND j.state < 'active' AND NOT j.blocked {due}{where}
+        ORDER BY j.priority DESC, j.created_on
+        LIMIT %(batch_size)s
+        FOR UPDATE OF j SKIP LOCKED
+      )""")
+    chosen = "next"
+    if keyed:
+        # One job per key in a batch: the first in claim order wins.
+        ctes.append("""
+      one_per_key AS (
+        SELECT * FROM (
+          SELECT n.*, row_number() OVER (
+            PARTITION BY COALESCE(n.singleton_key, '') ORDER BY n.priority DESC, n.created_on) AS key_rank
+          FROM next n
+        ) ranked WHERE key_rank = 1
+      )""")
+        chosen = "one_per_key"
+    if group_concurrency:
+        # Within the batch, a group gets only as many jobs as it has room for.
+        ctes.append(f"""
+      within_group_limit AS (
+        SELECT * FROM (
+          SELECT c.*, row_number() OVER (
+            PARTITION BY c.group_id ORDER BY c.priority DESC, c.created_on) AS group_rank
+          FROM {chosen} c
+        ) ranked WHERE group_id IS NULL OR active + group_rank <= group_limit
+      )""")
+        chosen = "within_group_limit"
+    columns = JOB_COLUMNS if include_metadata else JOB_MIN_COLUMNS
+    returning = ", ".join(f"j.{column}" for column in columns)
+    # An UPDATE returns rows in no particular order; the outer SELECT hands the batch back in the
+    # order it was claimed in.
+    return f"""
+    WITH {",".join(ctes)},
+      claimed AS (
+        UPDATE {schema}.{table} j SET
+          state = 'active',
+          started_on = {schema}.job_now(),
+          heartbeat_on = {schema}.job_now(),
+          retry_count = CASE WHEN j.started_on IS NOT NULL THEN j.retry_count + 1 ELSE j.retry_count END
+        FROM {chosen}
+        WHERE j.name = %(name)s AND j.id = {chosen}.id
+        RETURNING {returning}, {chosen}.priority AS claim_priority, {chosen}.created_on AS claim_created_on
+      )
+    SELECT {", ".join(columns)} FROM claimed ORDER BY claim_priority DESC, claim_created_on
+    """

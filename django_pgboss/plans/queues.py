@@ -100,3 +100,8 @@ def get_queues(schema: str, *, by_name: bool) -> str:
 def get_queue_routing(schema: str) -> str:
     """The few columns the job API needs to reach a queue's jobs. Parameter: name."""
     return f"SELECT table_name, policy, notify, dead_letter FROM {schema}.queue WHERE name = %s"
+
+
+def dead_letter_users(schema: str) -> str:
+    """The queues whose dead_letter is the given queue. Parameter: name."""
+    return f"SELECT name FROM {schema}.queue WHERE dead_letter = %s ORDER BY name"

@@ -1,0 +1,252 @@
+"""Fetching: claim order, batch size, options, policies, and exactly-once claims under concurrency."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+from django.db import connection, connections
+
+from django_pgboss import InvalidOption, QueueNotFound, boss
+from tests.helpers import job_row, rows
+
+pytestmark = pytest.mark.django_db
+
+
+# Creation order only exists between transactions: job_now() is the transaction's clock, so jobs
+# sent in one transaction share their created_on. Tests of "oldest first" therefore commit.
+ordered = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def queue():
+    boss.create_queue("work")
+    return "work"
+
+
+def test_fetch_from_an_empty_queue_returns_nothing(queue):
+    assert boss.fetch(queue) == []
+
+
+def test_fetch_claims_a_job_and_marks_it_active(queue):
+    job_id = boss.send(queue, {"n": 1})
+    (job,) = boss.fetch(queue)
+    assert (job.id, job.name, job.data, job.retry_count, job.expire_in_seconds) == (
+        job_id,
+        queue,
+        {"n": 1},
+        0,
+        900,
+    )
+    state, started_on, heartbeat_on = job_row(job_id, "state", "started_on", "heartbeat_on")
+    assert state == "active"
+    assert started_on is not None and heartbeat_on == started_on
+    assert boss.fetch(queue) == []
+
+
+def test_fetch_unknown_queue():
+    with pytest.raises(QueueNotFound):
+        boss.fetch("nope")
+
+
+def test_batch_size_limits_the_claim(queue):
+    boss.insert(queue, [{"data": i} for i in range(10)])
+    assert len(boss.fetch(queue, batch_size=4)) == 4
+    assert len(boss.fetch(queue, batch_size=100)) == 6
+    assert boss.fetch(queue, batch_size=100) == []
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+def test_invalid_batch_size(queue, bad):
+    with pytest.raises(InvalidOption, match="batch_size"):
+        boss.fetch(queue, batch_size=bad)
+
+
+@ordered
+def test_higher_priority_first_then_oldest(queue):
+    low = boss.send(queue, {"n": "low"}, priority=1)
+    high = boss.send(queue, {"n": "high"}, priority=5)
+    default_old = boss.send(queue, {"n": "old"})
+    default_new = boss.send(queue, {"n": "new"})
+    assert [j.id for j in boss.fetch(queue, batch_size=4)] == [high, low, default_old, default_new]
+
+
+@ordered
+def test_one_at_a_time_follows_priority(queue):
+    ids = [boss.send(queue, priority=p) for p in (1, 3, 2)]
+    fetched = [boss.fetch(queue)[0].id for _ in range(3)]
+    assert fetched == [ids[1], ids[2], ids[0]]
+
+
+def test_min_and_max_priority(queue):
+    by_priority = {p: boss.send(queue, priority=p) for p in (-5, 0, 5, 10)}
+    assert [j.id for j in boss.fetch(queue, batch_size=10, min_priority=5)] == [
+        by_priority[10],
+        by_priority[5],
+    ]
+    assert [j.id for j in boss.fetch(queue, batch_size=10, max_priority=-1)] == [by_priority[-5]]
+    assert [j.id for j in boss.fetch(queue, batch_size=10, min_priority=0, max_priority=0)] == [
+        by_priority[0]
+    ]
+    with pytest.raises(InvalidOption, match="min_priority 3 is above max_priority 2"):
+        boss.fetch(queue, min_priority=3, max_priority=2)
+
+
+def test_deferred_jobs_wait_unless_start_after_is_ignored(queue):
+    later = boss.send(queue, {"n": 1}, start_after=3600)
+    assert boss.fetch(queue) == []
+    assert [j.id for j in boss.fetch(queue, ignore_start_after=True)] == [later]
+
+
+def test_include_metadata_returns_every_column(queue):
+    job_id = boss.send(queue, {"n": 1}, priority=3, singleton_key="k", retry_limit=4)
+    (job,) = boss.fetch(queue, include_metadata=True)
+    assert (job.id, job.state, job.priority, job.singleton_key, job.retry_limit, job.policy) == (
+        job_id,
+        "active",
+        3,
+        "k",
+        4,
+        "standard",
+    )
+    assert job.created_on is not None and job.started_on is not None and job.keep_until is not None
+    plain_id = boss.send(queue)
+    (plain,) = boss.fetch(queue)
+    assert plain.id == plain_id and plain.state is None and plain.created_on is None
+
+
+def test_refetching_a_started_job_counts_an_attempt(queue):
+    job_id = boss.send(queue)
+    assert boss.fetch(queue)[0].retry_count == 0
+    # Put the job back as the monitor does after an expiry: waiting, but started before.
+    rows("UPDATE {s}.job SET state = 'retry' WHERE id = %s", [job_id])
+    again = boss.fetch(queue)[0]
+    assert (again.id, again.retry_count) == (job_id, 1)
+
+
+def test_blocked_jobs_are_not_fetched(queue):
+    job_id = boss.send(queue)
+    rows("UPDATE {s}.job SET blocked = true WHERE id = %s", [job_id])
+    assert boss.fetch(queue) == []
+
+
+@pytest.mark.parametrize("partition", [False, True], ids=["job_common", "partitioned"])
+@pytest.mark.parametrize("policy", ["singleton", "stately"])
+def test_singleton_and_stately_claim_one_job_per_key(policy, partition):
+    boss.create_queue("keyed", policy=policy, partition=partition)
+    for key in ("a", "a", "b"):
+        boss.insert("keyed", [{"data": {"key": key}, "singleton_key": key}])
+    boss.insert("keyed", [{"data": {"key": None}}, {"data": {"key": None}}])
+    first = boss.fetch("keyed", batch_size=10)
+    assert sorted(str(j.data["key"]) for j in first) == ["None", "a", "b"]
+    # Every key now has an active job: nothing more can be claimed, and no error is raised.
+    assert boss.fetch("keyed", batch_size=10) == []
+
+
+@pytest.mark.parametrize("partition", [False, True], ids=["job_common", "partitioned"])
+@ordered
+def test_key_strict_fifo_claims_each_keys_head_only(partition):
+    boss.create_queue("fifo", policy="key_strict_fifo", partition=partition)
+    ids = {
+        (key, i): boss.send("fifo", {"key": key, "i": i}, singleton_key=key) for i in range(3) for key in "xy"
+    }
+    heads = boss.fetch("fifo", batch_size=10)
+    assert sorted(j.id for j in heads) == sorted([ids[("x", 0)], ids[("y", 0)]])
+    assert boss.fetch("fifo", batch_size=10) == []
+
+
+@ordered
+def test_key_strict_fifo_priority_orders_keys_not_jobs_within_a_key():
+    boss.create_queue("fifo", policy="key_strict_fifo")
+    first_x = boss.send("fifo", singleton_key="x", priority=0)
+    boss.send("fifo", singleton_key="x", priority=9)
+    y = boss.send("fifo", singleton_key="y", priority=5)
+    assert [j.id for j in boss.fetch("fifo", batch_size=10)] == [y, first_x]
+
+
+@ordered
+def test_key_strict_fifo_failed_job_blocks_its_key():
+    boss.create_queue("fifo", policy="key_strict_fifo")
+    blocked_head = boss.send("fifo", singleton_key="x")
+    boss.send("fifo", singleton_key="x")
+    rows("UPDATE {s}.job SET state = 'failed' WHERE id = %s", [blocked_head])
+    free = boss.send("fifo", singleton_key="y")
+    assert [j.id for j in boss.fetch("fifo", batch_size=10)] == [free]
+
+
+def test_group_concurrency_caps_active_jobs_per_group(queue):
+    boss.insert(queue, [{"data": i, "group_id": "g1"} for i in range(5)])
+    boss.insert(queue, [{"data": i, "group_id": "g2"} for i in range(5)])
+    boss.insert(queue, [{"data": "loose"}])
+    first = boss.fetch(queue, batch_size=20, group_concurrency=2)
+    assert Counter(j.group_id for j in first) == {"g1": 2, "g2": 2, None: 1}
+    assert boss.fetch(queue, batch_size=20, group_concurrency=2) == []
+    # Raising the limit makes room beside the jobs still active.
+    assert Counter(j.group_id for j in boss.fetch(queue, batch_size=20, group_concurrency=3)) == {
+        "g1": 1,
+        "g2": 1,
+    }
+
+
+def test_group_concurrency_tiers(queue):
+    boss.insert(queue, [{"data": i, "group_id": "gold-co", "group_tier": "gold"} for i in range(6)])
+    boss.insert(queue, [{"data": i, "group_id": "free-co", "group_tier": "free"} for i in range(6)])
+    boss.insert(queue, [{"data": i, "group_id": "other-co"} for i in range(6)])
+    claimed = boss.fetch(
+        queue, batch_size=50, group_concurrency={"default": 1, "tiers": {"gold": 4, "free": 2}}
+    )
+    assert Counter(j.group_id for j in claimed) == {"gold-co": 4, "free-co": 2, "other-co": 1}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [0, "2", {"tiers": {"a": 1}}, {"default": 1, "tiers": {"a": 0}}, {"default": 2, "extra": 1}],
+)
+def test_invalid_group_concurrency(queue, bad):
+    with pytest.raises(InvalidOption, match="group_concurrency"):
+        boss.fetch(queue, group_concurrency=bad)
+
+
+def test_fetch_joins_the_callers_transaction(queue):
+    from django.db import transaction
+
+    job_id = boss.send(queue)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        assert boss.fetch(queue)[0].id == job_id
+        raise RuntimeError
+    # Rolled back with the caller: the job is waiting again.
+    assert job_row(job_id, "state") == ("created",)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eight_connections_claim_ten_thousand_jobs_exactly_once():
+    boss.create_queue("race")
+    boss.insert("race", [{"data": i} for i in range(10_000)])
+    claimed: list[list[str]] = [[] for _ in range(8)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def worker(slot: int) -> None:
+        try:
+            start.wait()
+            while jobs := boss.fetch("race", batch_size=25):
+                claimed[slot].extend(job.id for job in jobs)
+        except BaseException as exc:  # reported to the test thread below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=worker, args=(slot,)) for slot in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    every = [job_id for ids in claimed for job_id in ids]
+    assert len(every) == 10_000
+    assert len(set(every)) == 10_000
+    # Each connection did real work: SKIP LOCKED let them claim side by side.
+    assert sum(1 for ids in claimed if ids) >= 2
+    assert rows("SELECT state, count(*) FROM {s}.job GROUP BY state") == [("active", 10_000)]
+    connection.close()
