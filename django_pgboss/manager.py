@@ -9,6 +9,8 @@ SQL of its own.
 from __future__ import annotations
 
 import threading
+import traceback
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -16,7 +18,13 @@ from django.db import IntegrityError, connections, transaction
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import QueuePolicy
-from django_pgboss.exceptions import DeadLetterQueueNotFound, InvalidOption, QueueInUse, QueueNotFound
+from django_pgboss.exceptions import (
+    DeadLetterQueueNotFound,
+    InvalidJobReference,
+    InvalidOption,
+    QueueInUse,
+    QueueNotFound,
+)
 from django_pgboss.identifiers import quote_job_table, quote_schema, schema_key
 from django_pgboss.options import (
     SHARED_OPTIONS,
@@ -29,6 +37,7 @@ from django_pgboss.options import (
 )
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import queues as queue_plans
+from django_pgboss.plans import settle as settle_plans
 from django_pgboss.records import Job, QueueInfo, job_from_row
 
 #: The send options beyond those a job shares with its queue.
@@ -261,6 +270,119 @@ class Boss:
             return []
         return [job_from_row(row) for row in rows]
 
+    # -- settling ------------------------------------------------------------------------------
+
+    def complete(self, name: str, jobs: JobReference, output: Any = None) -> int:
+        """Complete active jobs, storing ``output``; returns how many were completed.
+
+        ``jobs`` is a Job, an id, an {"id", "retry_count"} pair, or a list of one kind. Jobs (and
+        pairs) are fenced to their attempt: if the claim lapsed and the job was fetched again, the
+        stale settle changes nothing and counts 0. Bare ids are not fenced.
+        """
+        return self._settle(name, jobs, "complete", settle_plans.complete_jobs, output=output)
+
+    def fail(self, name: str, jobs: JobReference, output: Any = None) -> int:
+        """Fail jobs with ``output`` (an exception is stored as its name, message and traceback).
+
+        A job with attempts left goes back to wait for a retry (after retry_delay, or an
+        exponential backoff with jitter capped by retry_delay_max); one without fails for good and
+        is copied into its dead-letter queue. Returns how many jobs were failed. Fenced like
+        complete().
+        """
+        return self._settle(name, jobs, "fail", settle_plans.fail_jobs, output=output)
+
+    def cancel(self, name: str, jobs: JobReference) -> int:
+        """Cancel jobs that have not finished (fenced jobs: only their active attempt)."""
+        return self._settle(name, jobs, "cancel", settle_plans.cancel_jobs)
+
+    def delete_job(self, name: str, jobs: JobReference) -> int:
+        """Delete jobs in any state (fenced jobs: only their active attempt)."""
+        return self._settle(name, jobs, "delete_job", settle_plans.delete_jobs)
+
+    def touch(self, name: str, jobs: JobReference) -> int:
+        """Refresh the heartbeat of active jobs, so the monitor does not fail them as stalled."""
+        return self._settle(name, jobs, "touch", settle_plans.touch_jobs)
+
+    def resume(self, name: str, ids: str | Sequence[str]) -> int:
+        """Put cancelled jobs back in the queue; returns how many were resumed."""
+        return self._settle_unfenced(name, ids, "resume", settle_plans.resume_jobs)
+
+    def retry(self, name: str, ids: str | Sequence[str]) -> int:
+        """Give failed jobs one more attempt, right away; returns how many were retried."""
+        return self._settle_unfenced(name, ids, "retry", settle_plans.retry_jobs)
+
+    def _settle(self, name: str, jobs: JobReference, verb: str, plan: Any, **output: Any) -> int:
+        validate_queue_name(name)
+        ids, attempts = attempt_references(jobs, verb)
+        params: list[Any] = []
+        if output:
+            params.append(to_json(output_value(output["output"]), "output"))
+        params += [name, ids]
+        if attempts is not None:
+            params.append(attempts)
+        table = self._route(name).table
+        with self._cursor() as cursor:
+            cursor.execute(plan(self._q, table, fenced=attempts is not None), params)
+            return cursor.fetchone()[0]
+
+    def _settle_unfenced(self, name: str, ids: str | Sequence[str], verb: str, plan: Any) -> int:
+        validate_queue_name(name)
+        # Jobs are accepted too; resume and retry act on finished jobs, so there is no attempt to fence.
+        id_list, _ = attempt_references(ids, verb)
+        table = self._route(name).table
+        with self._cursor() as cursor:
+            cursor.execute(plan(self._q, table), [name, id_list])
+            return cursor.fetchone()[0]
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get_job_by_id(self, name: str, job_id: str) -> Job | None:
+        """The job with every column, or None when the queue holds no job with that id."""
+        validate_queue_name(name)
+        (job_id,), _ = attempt_references(job_id, "get_job_by_id")
+        with self._cursor() as cursor:
+            cursor.execute(job_plans.get_job(self._q, self._route(name).table), [name, job_id])
+            row = cursor.fetchone()
+        return job_from_row(row) if row else None
+
+    def find_jobs(
+        self,
+        name: str,
+        *,
+        id: str | None = None,
+        key: str | None = None,
+        data: Any = None,
+        queued: bool = False,
+        limit: int = 100,
+    ) -> list[Job]:
+        """Jobs of a queue, oldest first, filtered by id, singleton key, data (JSON containment:
+        ``data={"customer": 7}`` matches jobs whose data holds that pair) and ``queued`` (waiting
+        to run). At most ``limit`` jobs."""
+        validate_queue_name(name)
+        _int_option("limit", limit, minimum=1)
+        params: list[Any] = [name]
+        if id is not None:
+            (job_id,), _ = attempt_references(id, "find_jobs")
+            params.append(job_id)
+        if key is not None:
+            if not isinstance(key, str):
+                raise InvalidOption(f"key must be a string, not {key!r}")
+            params.append(key)
+        if data is not None:
+            params.append(to_json(data, "data filter"))
+        params.append(limit)
+        sql = job_plans.find_jobs(
+            self._q,
+            self._route(name).table,
+            by_id=id is not None,
+            by_key=key is not None,
+            by_data=data is not None,
+            queued=bool(queued),
+        )
+        with self._cursor() as cursor:
+            cursor.execute(sql, params)
+            return [job_from_row(row) for row in cursor.fetchall()]
+
     # -- sending -------------------------------------------------------------------------------
 
     def send(self, name: str, data: Any = None, **options: Any) -> str | None:
@@ -419,6 +541,69 @@ def payload_json(job: Mapping[str, Any]) -> str:
     return "{" + ",".join(parts) + "}"
 
 
+#: What the settle methods take: a Job, an id, an {"id", "retry_count"} pair, or a list of one kind.
+JobReference = Job | str | uuid.UUID | Mapping[str, Any] | Sequence[Job | str | uuid.UUID | Mapping[str, Any]]
+
+
+def attempt_references(jobs: Any, verb: str) -> tuple[list[str], list[str] | None]:
+    """Split a settle argument into canonical ids and, for Jobs and pairs, their attempt fence.
+
+    Returns (ids, None) for bare ids and (ids, ["id:retry_count", ...]) for jobs. The id in a pair
+    is canonicalised (lower case, hyphenated) because the fence compares it with id::text, which
+    PostgreSQL always renders that way: an id kept in another spelling would otherwise pass the
+    lookup and silently miss the fence.
+    """
+    items = list(jobs) if isinstance(jobs, list | tuple) else [jobs]
+    if not items or any(item is None for item in items):
+        raise InvalidJobReference(f"{verb}() needs a Job, an id, or a list of them")
+    fenced = [isinstance(item, Job | Mapping) for item in items]
+    if any(fenced) and not all(fenced):
+        raise InvalidJobReference(f"{verb}() takes either ids or jobs, not a mix of both")
+    ids: list[str] = []
+    attempts: list[str] = []
+    for item in items:
+        if isinstance(item, Job):
+            job_id, retry_count = item.id, item.retry_count
+        elif isinstance(item, Mapping):
+            if "id" not in item or "retry_count" not in item:
+                raise InvalidJobReference(
+                    f"{verb}() needs pairs with both 'id' and 'retry_count', not {dict(item)!r}"
+                )
+            job_id, retry_count = item["id"], item["retry_count"]
+        else:
+            job_id, retry_count = item, None
+        try:
+            canonical = str(job_id if isinstance(job_id, uuid.UUID) else uuid.UUID(str(job_id)))
+        except ValueError:
+            raise InvalidJobReference(f"{verb}(): {job_id!r} is not a job id (a uuid)") from None
+        ids.append(canonical)
+        if retry_count is not None or isinstance(item, Job | Mapping):
+            if isinstance(retry_count, bool) or not isinstance(retry_count, int) or retry_count < 0:
+                raise InvalidJobReference(
+                    f"{verb}(): retry_count must be an integer >= 0, not {retry_count!r}"
+                )
+            attempts.append(f"{canonical}:{retry_count}")
+    return ids, (attempts if all(fenced) else None)
+
+
+def output_value(output: Any) -> Any:
+    """The JSON a settle stores as a job's output.
+
+    A dict is stored as it is; an exception as {"name", "message", "traceback"}; any other value
+    (a list, a string, a number) wrapped as {"value": ...} as pg-boss wraps it, so a job's output
+    is always an object whichever side wrote it; None stores NULL.
+    """
+    if output is None or isinstance(output, Mapping):
+        return output
+    if isinstance(output, BaseException):
+        return {
+            "name": type(output).__name__,
+            "message": str(output),
+            "traceback": "".join(traceback.format_exception(output)),
+        }
+    return {"value": output}
+
+
 def _int_option(option: str, value: object, *, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidOption(f"{option} must be an integer >= {minimum}, not {value!r}")
@@ -443,8 +628,6 @@ def _group_limits(group_concurrency: int | Mapping[str, Any]) -> tuple[int, dict
 
 
 def _uuid_text(value: Any, option: str) -> str:
-    import uuid
-
     try:
         return str(value if isinstance(value, uuid.UUID) else uuid.UUID(str(value)))
     except (ValueError, TypeError, AttributeError):

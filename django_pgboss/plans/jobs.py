@@ -298,3 +298,31 @@ def fetch_jobs(
       )
     SELECT {", ".join(columns)} FROM claimed ORDER BY claim_priority DESC, claim_created_on
     """
+
+
+def get_job(schema: str, table: str) -> str:
+    """One job with every column. Parameters: name, id."""
+    return f"SELECT {', '.join(JOB_COLUMNS)} FROM {schema}.{table} WHERE name = %s AND id = %s"
+
+
+def find_jobs(schema: str, table: str, *, by_id: bool, by_key: bool, by_data: bool, queued: bool) -> str:
+    """Jobs of a queue matching the given filters, oldest first.
+
+    Parameters: name, then id, singleton key and data (JSON, matched by containment) for the
+    filters present, then the limit.
+    """
+    conditions = ["name = %s"]
+    if by_id:
+        conditions.append("id = %s")
+    if by_key:
+        conditions.append("singleton_key = %s")
+    if by_data:
+        conditions.append("data @> %s::jsonb")
+    if queued:
+        conditions.append("state < 'active'")
+    return f"""
+    SELECT {", ".join(JOB_COLUMNS)} FROM {schema}.{table}
+    WHERE {" AND ".join(conditions)}
+    ORDER BY created_on, id
+    LIMIT %s
+    """
