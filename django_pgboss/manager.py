@@ -35,6 +35,7 @@ from django_pgboss.options import (
     validate_queue_options,
     validate_shared_options,
 )
+from django_pgboss.plans import events as event_plans
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import settle as settle_plans
@@ -383,6 +384,36 @@ class Boss:
             cursor.execute(sql, params)
             return [job_from_row(row) for row in cursor.fetchall()]
 
+    # -- events --------------------------------------------------------------------------------
+
+    def subscribe(self, event: str, name: str) -> None:
+        """Subscribe queue ``name`` to ``event``: every publish(event) sends it a job."""
+        _event_name(event)
+        validate_queue_name(name)
+        self._route(name)  # QueueNotFound rather than a foreign-key error
+        with self._cursor() as cursor:
+            cursor.execute(event_plans.subscribe(self._q), [event, name])
+
+    def unsubscribe(self, event: str, name: str) -> None:
+        """Stop sending ``event`` to queue ``name`` (nothing happens if it was not subscribed)."""
+        _event_name(event)
+        validate_queue_name(name)
+        with self._cursor() as cursor:
+            cursor.execute(event_plans.unsubscribe(self._q), [event, name])
+
+    def publish(self, event: str, data: Any = None, **options: Any) -> dict[str, str | None]:
+        """Send one job to every queue subscribed to ``event``, all in one transaction.
+
+        Takes send()'s options. Returns {queue name: job id, or None where the queue's policy
+        dropped the job}; {} when nothing is subscribed. If any send fails, none is kept.
+        """
+        _event_name(event)
+        with transaction.atomic(using=self.using):
+            with self._cursor() as cursor:
+                cursor.execute(event_plans.subscribed_queues(self._q), [event])
+                names = [row[0] for row in cursor.fetchall()]
+            return {name: self.send(name, data, **options) for name in names}
+
     # -- sending -------------------------------------------------------------------------------
 
     def send(self, name: str, data: Any = None, **options: Any) -> str | None:
@@ -602,6 +633,12 @@ def output_value(output: Any) -> Any:
             "traceback": "".join(traceback.format_exception(output)),
         }
     return {"value": output}
+
+
+def _event_name(event: object) -> str:
+    if not isinstance(event, str) or not event:
+        raise InvalidOption(f"event must be a non-empty string, not {event!r}")
+    return event
 
 
 def _int_option(option: str, value: object, *, minimum: int) -> None:

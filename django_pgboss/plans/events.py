@@ -1,0 +1,22 @@
+"""SQL for events: queues subscribe to an event name, and publish sends one job to each."""
+
+from __future__ import annotations
+
+
+def subscribe(schema: str) -> str:
+    """Subscribe a queue to an event (again: only refreshes updated_on). Parameters: event, name."""
+    return f"""
+    INSERT INTO {schema}.subscription (event, name, created_on, updated_on)
+    VALUES (%s, %s, {schema}.job_now(), {schema}.job_now())
+    ON CONFLICT (event, name) DO UPDATE SET updated_on = {schema}.job_now()
+    """
+
+
+def unsubscribe(schema: str) -> str:
+    """Remove a subscription. Parameters: event, name."""
+    return f"DELETE FROM {schema}.subscription WHERE event = %s AND name = %s"
+
+
+def subscribed_queues(schema: str) -> str:
+    """The queues subscribed to an event, in name order. Parameter: event."""
+    return f"SELECT name FROM {schema}.subscription WHERE event = %s ORDER BY name"

@@ -1,0 +1,109 @@
+"""Queue policies, each enforced by its partial unique index, on job_common and on a partition."""
+
+from __future__ import annotations
+
+import pytest
+
+from django_pgboss import boss
+from tests.helpers import job_row, rows
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.parametrize("partition", [False, True], ids=["shared", "own-table"]),
+]
+
+
+def make(policy: str, partition: bool, **options) -> str:
+    name = f"{policy}-queue"
+    boss.create_queue(name, policy=policy, partition=partition, **options)
+    return name
+
+
+def test_standard_allows_everything(partition):
+    q = make("standard", partition)
+    assert all(boss.send(q, singleton_key="k") for _ in range(3))
+    assert len(boss.fetch(q, batch_size=3)) == 3
+
+
+def test_short_keeps_one_queued_job_per_key(partition):
+    q = make("short", partition)
+    first = boss.send(q, {"n": 1}, singleton_key="k", priority=1)
+    assert first is not None
+    assert boss.send(q, {"n": 2}, singleton_key="k") is None
+    assert boss.send(q, {"n": 3}, singleton_key="other") is not None
+    assert boss.send(q, {"n": 4}) is not None
+    assert boss.send(q, {"n": 5}) is None  # keyless jobs share one slot
+    (job,) = boss.fetch(q)
+    assert job.id == first
+    # Once the queued job is active, the key may queue another.
+    assert boss.send(q, {"n": 6}, singleton_key="k") is not None
+
+
+def test_singleton_runs_one_job_per_key_at_a_time(partition):
+    q = make("singleton", partition)
+    a1 = boss.send(q, {"n": 1}, singleton_key="a")
+    a2 = boss.send(q, {"n": 2}, singleton_key="a")
+    assert a1 and a2  # queueing is not limited
+    (first,) = boss.fetch(q, batch_size=10)
+    assert boss.fetch(q, batch_size=10) == []
+    boss.complete(q, first)
+    (second,) = boss.fetch(q, batch_size=10)
+    assert {first.id, second.id} == {a1, a2}
+
+
+def test_stately_keeps_one_job_per_state_and_key(partition):
+    q = make("stately", partition, retry_limit=3)
+    created = boss.send(q, {"n": 1}, singleton_key="k")
+    assert boss.send(q, {"n": 2}, singleton_key="k") is None
+    (active,) = boss.fetch(q)
+    assert active.id == created
+    queued = boss.send(q, {"n": 3}, singleton_key="k")
+    assert queued is not None  # one created beside the active one
+    assert boss.send(q, {"n": 4}, singleton_key="k") is None
+    assert boss.fetch(q) == []  # the key is active
+    boss.fail(q, active)  # goes to retry: one retry, one created, none active
+    assert job_row(created, "state") == ("retry",)
+    assert boss.send(q, {"n": 5}, singleton_key="k") is None
+
+
+def test_exclusive_keeps_one_unfinished_job_per_key(partition):
+    q = make("exclusive", partition)
+    first = boss.send(q, singleton_key="k")
+    assert boss.send(q, singleton_key="k") is None
+    (job,) = boss.fetch(q)
+    assert boss.send(q, singleton_key="k") is None  # active still counts
+    boss.complete(q, job)
+    assert boss.send(q, singleton_key="k") is not None
+    assert first == job.id
+
+
+def test_key_strict_fifo_runs_each_key_in_order(partition):
+    q = make("key_strict_fifo", partition, retry_limit=0)
+    ids = [boss.send(q, {"i": i}, singleton_key="k") for i in range(3)]
+    order = []
+    for _ in range(3):
+        (job,) = boss.fetch(q, batch_size=5, ignore_start_after=True)
+        assert boss.fetch(q, batch_size=5) == []  # nothing else of the key while one runs
+        order.append(job.id)
+        boss.complete(q, job)
+    assert set(order) == set(ids)
+
+
+def test_key_strict_fifo_failure_blocks_the_key_until_retried_or_deleted(partition):
+    q = make("key_strict_fifo", partition, retry_limit=0)
+    boss.send(q, singleton_key="k")
+    boss.send(q, singleton_key="k")
+    (head,) = boss.fetch(q)
+    boss.fail(q, head)
+    assert job_row(head.id, "state") == ("failed",)
+    assert boss.fetch(q) == []
+    boss.delete_job(q, head.id)
+    assert len(boss.fetch(q)) == 1
+
+
+def test_key_strict_fifo_refuses_a_job_without_key_at_the_table_too(partition):
+    from django.db import IntegrityError, transaction
+
+    q = make("key_strict_fifo", partition)
+    with pytest.raises(IntegrityError, match="key_strict_fifo_singleton_key_check"), transaction.atomic():
+        rows("INSERT INTO {s}.job (name, policy) VALUES (%s, 'key_strict_fifo')", [q])
