@@ -11,6 +11,7 @@ import json
 import pytest
 from django.db import connection
 
+from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import QueuePolicy
 from django_pgboss.identifiers import quote_identifier
@@ -87,3 +88,54 @@ def test_pg_boss_finds_no_drift_with_a_queue_of_each_policy_partitioned(run_pgbo
             f"SELECT count(*) FROM {quote_identifier(pgboss_settings.SCHEMA)}.queue WHERE partition"
         )
         assert cursor.fetchone() == (len(QueuePolicy),)
+
+
+# -- jobs flow both ways ------------------------------------------------------------------------
+
+
+def test_jobs_sent_from_django_are_fetched_and_completed_by_pg_boss(run_pgboss):
+    boss.create_queue("to-node", partition=True)
+    ids = [
+        boss.send("to-node", {"n": 1, "text": "héllo"}, priority=5, singleton_key="k1"),
+        boss.send("to-node", {"n": 2}, retry_limit=7),
+    ]
+    (low_priority_id,) = boss.insert("to-node", [{"data": {"n": 3}}], return_ids=True)
+    jobs = run_pgboss("work", pgboss_settings.SCHEMA, "to-node", json.dumps({"by": "node"}))["jobs"]
+    by_id = {job["id"]: job for job in jobs}
+    assert set(by_id) == {*ids, low_priority_id}
+    assert by_id[ids[0]]["priority"] == 5
+    assert by_id[ids[0]]["data"] == {"n": 1, "text": "héllo"}
+    assert (by_id[ids[0]]["singletonKey"], by_id[ids[1]]["retryLimit"]) == ("k1", 7)
+    for job_id in ids:
+        job = boss.get_job_by_id("to-node", job_id)
+        assert (job.state, job.output) == ("completed", {"by": "node"})
+
+
+def test_jobs_sent_by_pg_boss_are_fetched_and_completed_by_django(run_pgboss):
+    boss.create_queue("dlq")
+    boss.create_queue("from-node", dead_letter="dlq", retry_limit=0)
+    sent = run_pgboss(
+        "send",
+        pgboss_settings.SCHEMA,
+        "from-node",
+        json.dumps(
+            [
+                {"data": {"n": 1}, "options": {"priority": 1}},
+                {"data": {"n": 2}, "options": {"singletonKey": "k"}},
+            ]
+        ),
+    )["ids"]
+    first, second = boss.fetch("from-node", batch_size=2)
+    assert (first.id, first.data) == (sent[0], {"n": 1})
+    assert boss.complete("from-node", first, {"by": "django"}) == 1
+    assert boss.fail("from-node", second, {"why": "django says no"}) == 1
+    (seen_by_node,) = run_pgboss("get", pgboss_settings.SCHEMA, "from-node", sent[0])["jobs"]
+    assert (seen_by_node["state"], seen_by_node["output"]) == ("completed", {"by": "django"})
+    (copy,) = boss.find_jobs("dlq")
+    assert (copy.source_id, copy.source_root_id, copy.source_output) == (
+        sent[1],
+        sent[1],
+        {"why": "django says no"},
+    )
+    (copy_seen_by_node,) = run_pgboss("get", pgboss_settings.SCHEMA, "dlq", copy.id)["jobs"]
+    assert copy_seen_by_node["sourceId"] == sent[1]

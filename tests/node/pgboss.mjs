@@ -5,6 +5,12 @@
 //   node pgboss.mjs drift <connection string> <schema> [queues JSON]
 //       pg-boss starts on an existing schema without migrating, creates the queues given as
 //       [{name, options}], and reports its schema drift check (detectSchemaDrift()).
+//   node pgboss.mjs send <connection string> <schema> <queue> <jobs JSON>
+//       sends each {data, options} of the list with boss.send(); prints the ids.
+//   node pgboss.mjs work <connection string> <schema> <queue> <output JSON>
+//       fetches up to 100 jobs (with metadata) and completes each with the output; prints them.
+//   node pgboss.mjs get <connection string> <schema> <queue> <id>
+//       prints the job as pg-boss reads it (findJobs by id).
 //
 // <schema> is spelled as a pg-boss user configures it: bare, or in double quotes when the name
 // needs them. pg-boss is resolved from PGBOSS_NODE_DIR, where scripts/test.sh installs it.
@@ -14,7 +20,7 @@ import { pathToFileURL } from 'node:url'
 const require = createRequire(`${process.env.PGBOSS_NODE_DIR}/`)
 const { PgBoss } = await import(pathToFileURL(require.resolve('pg-boss')).href)
 
-const [command, connectionString, schema, queueSpec] = process.argv.slice(2)
+const [command, connectionString, schema, ...args] = process.argv.slice(2)
 const boss = new PgBoss({
   connectionString,
   schema,
@@ -28,10 +34,21 @@ await boss.start()
 try {
   const result = {}
   if (command === 'drift') {
-    for (const { name, options } of JSON.parse(queueSpec || '[]')) {
+    for (const { name, options } of JSON.parse(args[0] || '[]')) {
       await boss.createQueue(name, options)
     }
     result.drift = await boss.detectSchemaDrift()
+  } else if (command === 'send') {
+    result.ids = []
+    for (const { data, options } of JSON.parse(args[1])) {
+      result.ids.push(await boss.send(args[0], data, options ?? {}))
+    }
+  } else if (command === 'work') {
+    const jobs = await boss.fetch(args[0], { batchSize: 100, includeMetadata: true })
+    if (jobs.length) await boss.complete(args[0], jobs, JSON.parse(args[1]))
+    result.jobs = jobs
+  } else if (command === 'get') {
+    result.jobs = await boss.findJobs(args[0], { id: args[1] })
   } else if (command !== 'install') {
     throw new Error(`unknown command ${command}`)
   }
