@@ -8,13 +8,14 @@ SQL of its own.
 
 from __future__ import annotations
 
+import functools
 import threading
 import traceback
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from django.db import IntegrityError, connections, transaction
+from django.db import DatabaseError, IntegrityError, connections, transaction
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import QueuePolicy
@@ -22,6 +23,7 @@ from django_pgboss.exceptions import (
     DeadLetterQueueNotFound,
     InvalidJobReference,
     InvalidOption,
+    JobDataNotSerializable,
     QueueInUse,
     QueueNotFound,
 )
@@ -273,14 +275,20 @@ class Boss:
 
     # -- settling ------------------------------------------------------------------------------
 
-    def complete(self, name: str, jobs: JobReference, output: Any = None) -> int:
+    def complete(
+        self, name: str, jobs: JobReference, output: Any = None, *, include_queued: bool = False
+    ) -> int:
         """Complete active jobs, storing ``output``; returns how many were completed.
 
         ``jobs`` is a Job, an id, an {"id", "retry_count"} pair, or a list of one kind. Jobs (and
         pairs) are fenced to their attempt: if the claim lapsed and the job was fetched again, the
-        stale settle changes nothing and counts 0. Bare ids are not fenced.
+        stale settle changes nothing and counts 0. Bare ids are not fenced. ``include_queued``
+        completes jobs that are still waiting too.
         """
-        return self._settle(name, jobs, "complete", settle_plans.complete_jobs, output=output)
+        if not isinstance(include_queued, bool):
+            raise InvalidOption(f"include_queued must be True or False, not {include_queued!r}")
+        plan = functools.partial(settle_plans.complete_jobs, include_queued=include_queued)
+        return self._settle(name, jobs, "complete", plan, output=output)
 
     def fail(self, name: str, jobs: JobReference, output: Any = None) -> int:
         """Fail jobs with ``output`` (an exception is stored as its name, message and traceback).
@@ -432,7 +440,7 @@ class Boss:
         if job.get("deadLetter") is not None:
             with self._cursor() as cursor:
                 self._require_dead_letter(cursor, job["deadLetter"])
-        job_id = self._insert(name, route, [job], returning=True)
+        job_id = self._insert(name, [job], returning=True)
         if job_id or not options.get("singleton_next_slot"):
             return job_id[0] if job_id else None
         # The current slot is taken: a debounced job goes into the next one, starting when it opens.
@@ -440,7 +448,7 @@ class Boss:
             cursor.execute(job_plans.debounce_delay(self._q), [job["singletonSeconds"]])
             delay = cursor.fetchone()[0]
         job = {**job, "startAfter": f"{delay} seconds", "singletonOffset": job["singletonSeconds"]}
-        job_id = self._insert(name, route, [job], returning=True)
+        job_id = self._insert(name, [job], returning=True)
         return job_id[0] if job_id else None
 
     def send_after(self, name: str, data: Any, after: Any, **options: Any) -> str | None:
@@ -498,23 +506,55 @@ class Boss:
                 self._require_dead_letter(cursor, dead_letter)
         if not payload:
             return [] if return_ids else None
-        ids = self._insert(name, route, payload, returning=return_ids)
+        ids = self._insert(name, payload, returning=return_ids)
         return ids if return_ids else None
 
-    def _insert(
-        self, name: str, route: _QueueRoute, payload: list[dict[str, Any]], *, returning: bool
-    ) -> list[str]:
+    def _insert(self, name: str, payload: list[dict[str, Any]], *, returning: bool) -> list[str]:
+        """Insert jobs into the queue's table; returns their ids when ``returning``.
+
+        The queue's table is cached, and another process may have deleted the queue, or deleted
+        and created it again with or without a partition, since. A missing table (42P01) or a row
+        that job_common's partition constraint refuses (23514) means the cache is stale: it is
+        dropped and, outside the caller's transaction, the insert is tried once more. An insert
+        that wrote nothing is checked against the queue row, so a queue deleted under us raises
+        QueueNotFound instead of passing for a job the policy dropped.
+        """
         body = "[" + ",".join(payload_json(job) for job in payload) + "]"
-        params: list[Any] = [body, name]
-        if route.notify:
-            params += [schema_key(self.schema), name]
+        for attempt in (1, 2):
+            route = self._route(name)
+            params: list[Any] = [body, name]
+            if route.notify:
+                params += [schema_key(self.schema), name]
+            sql = job_plans.insert_jobs(self._q, route.table, returning=returning, notify=route.notify)
+            try:
+                with self._cursor() as cursor:
+                    cursor.execute(sql, params)
+                    if returning or route.notify:
+                        ids = [str(row[0]) for row in cursor.fetchall()]
+                        written = len(ids)
+                    else:
+                        ids, written = [], cursor.rowcount
+            except DatabaseError as exc:
+                if _sqlstate(exc) not in STALE_TABLE_SQLSTATES:
+                    raise
+                self._forget_route(name)
+                if attempt == 2 or connections[self.using].in_atomic_block:
+                    # The caller's transaction is aborted and cannot be retried from here; say
+                    # plainly when the reason is that the queue is gone.
+                    if not self._queue_exists(name):
+                        raise QueueNotFound(f"queue {name!r} was deleted") from exc
+                    raise
+                continue
+            if written == 0 and not self._queue_exists(name):
+                self._forget_route(name)
+                raise QueueNotFound(f"queue {name!r} does not exist (it was deleted)")
+            return ids
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _queue_exists(self, name: str) -> bool:
         with self._cursor() as cursor:
-            cursor.execute(
-                job_plans.insert_jobs(self._q, route.table, returning=returning, notify=route.notify), params
-            )
-            if not (returning or route.notify):
-                return []
-            return [str(row[0]) for row in cursor.fetchall()]
+            cursor.execute(queue_plans.get_queue_routing(self._q), [name])
+            return cursor.fetchone() is not None
 
     def _job_payload(self, data: Any, options: dict[str, Any], where: str = "send()") -> dict[str, Any]:
         unknown = sorted(set(options) - SEND_OPTIONS)
@@ -549,8 +589,8 @@ class Boss:
             raise InvalidOption("singleton_next_slot needs singleton_seconds")
         for option, key_name in (("group_id", "groupId"), ("group_tier", "groupTier")):
             value = options.get(option)
-            if value is not None and not isinstance(value, str):
-                raise InvalidOption(f"{option} must be a string, not {value!r}")
+            if value is not None and (not isinstance(value, str) or not value):
+                raise InvalidOption(f"{option} must be a non-empty string, not {value!r}")
             job[key_name] = value
         if job.get("groupTier") is not None and job.get("groupId") is None:
             raise InvalidOption("group_tier needs group_id")
@@ -627,12 +667,34 @@ def output_value(output: Any) -> Any:
     if output is None or isinstance(output, Mapping):
         return output
     if isinstance(output, BaseException):
+        # The exception's own attributes come along (an HTTP status, an error code), as far as
+        # they are JSON; the rest would make the whole output unstorable.
+        details = {key: value for key, value in vars(output).items() if _is_json(value)}
         return {
+            **details,
             "name": type(output).__name__,
             "message": str(output),
             "traceback": "".join(traceback.format_exception(output)),
         }
     return {"value": output}
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        to_json(value, "value")
+    except JobDataNotSerializable:
+        return False
+    return True
+
+
+#: SQLSTATEs that mean a cached queue table is out of date: the table is gone (undefined_table), or
+#: job_common refused a row whose queue now has a partition of its own (check_violation).
+STALE_TABLE_SQLSTATES = frozenset({"42P01", "23514"})
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a database error, through Django's wrapper."""
+    return getattr(exc.__cause__, "sqlstate", None) or getattr(exc, "sqlstate", None)
 
 
 def _event_name(event: object) -> str:

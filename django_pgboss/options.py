@@ -153,7 +153,7 @@ def to_json(value: Any, what: str) -> str | None:
 
 
 def start_after_value(value: object) -> str | None:
-    """Turn start_after (seconds, a datetime, or an ISO 8601 string) into what the insert SQL reads.
+    """Turn start_after (seconds, a timedelta, a datetime, or an ISO 8601 string) into what the insert SQL reads.
 
     The SQL takes a timestamp string or an interval string ("30 seconds"). A naive datetime, or an
     ISO string without a zone, would be read in the database session's TimeZone and so mean
@@ -166,6 +166,8 @@ def start_after_value(value: object) -> str | None:
         raise InvalidStartAfter(
             f"start_after must be seconds, a datetime or an ISO 8601 string, not {value!r}"
         )
+    if isinstance(value, dt.timedelta):
+        value = value.total_seconds()
     if isinstance(value, int | float):
         if not math.isfinite(value) or value < 0:
             raise InvalidStartAfter(f"start_after must be a finite number of seconds >= 0, not {value!r}")

@@ -86,6 +86,29 @@ def test_exception_output_names_the_error():
     assert "raise KeyError" in output["traceback"]
 
 
+def test_exception_attributes_are_kept_when_they_are_json():
+    boss.create_queue("q")
+    boss.send("q")
+    job = fetch_one("q")
+    error = RuntimeError("card declined")
+    error.details = {"deeply": {"nested": {"reason": "nuna"}}}
+    error.connection = object()  # not JSON: left out, the rest still stored
+    boss.fail("q", job, error)
+    (output,) = job_row(job.id, "output")
+    assert output["details"] == {"deeply": {"nested": {"reason": "nuna"}}}
+    assert "connection" not in output
+    assert output["message"] == "card declined"
+
+
+def test_a_completed_job_in_a_failed_batch_is_left_alone():
+    boss.create_queue("q")
+    boss.insert("q", [{"data": 1}, {"data": 2}])
+    done, active = boss.fetch("q", batch_size=2)
+    boss.complete("q", done)
+    assert boss.fail("q", [done.id, active.id]) == 1
+    assert job_row(done.id, "state") == ("completed",)
+
+
 def test_unfenced_fail_also_fails_waiting_jobs():
     boss.create_queue("q", retry_limit=0)
     waiting = boss.send("q")

@@ -237,3 +237,61 @@ def test_queue_recreated_with_another_table_is_followed():
     assert rows(
         "SELECT tableoid::regclass::text LIKE '%%' || %s FROM {s}.job WHERE id = %s", [table, job_id]
     ) == [(True,)]
+
+
+# -- another process changes a queue this Boss has cached ---------------------------------------
+
+
+@pytest.fixture
+def other_boss():
+    """A second Boss, standing for another process: its cache is its own."""
+    from django_pgboss import Boss
+
+    return Boss()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("partition", [False, True], ids=["shared", "own-table"])
+def test_sending_to_a_queue_another_process_deleted_raises(other_boss, partition):
+    boss.create_queue("gone", partition=partition)
+    boss.send("gone")  # cached here
+    other_boss.delete_queue("gone")
+    for _ in range(2):
+        with pytest.raises(QueueNotFound, match="'gone'"):
+            boss.send("gone", {"lost?": "no"})
+    boss.create_queue("gone2", partition=partition)
+    boss.send("gone2")
+    other_boss.delete_queue("gone2")
+    with pytest.raises(QueueNotFound):
+        boss.send_throttled("gone2", None, 300)
+    with pytest.raises(QueueNotFound):
+        boss.insert("gone2", [{"data": 1}])
+    with pytest.raises(QueueNotFound):
+        boss.insert("gone2", [{"data": 1}], return_ids=True)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("partition", [False, True], ids=["was-shared", "was-own-table"])
+def test_a_queue_recreated_with_another_table_is_followed_outside_a_transaction(other_boss, partition):
+    boss.create_queue("moved", partition=partition)
+    boss.send("moved")
+    other_boss.delete_queue("moved")
+    other_boss.create_queue("moved", partition=not partition)
+    job_id = boss.send("moved", {"n": 1})
+    assert [j.id for j in boss.find_jobs("moved")] == [job_id]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inside_a_transaction_a_stale_table_fails_once_then_is_followed(other_boss):
+    from django.db import DatabaseError, transaction
+
+    boss.create_queue("moved", partition=True)
+    boss.send("moved")
+    other_boss.delete_queue("moved")
+    other_boss.create_queue("moved")
+    with pytest.raises(DatabaseError), transaction.atomic():
+        boss.send("moved", {"n": 1})
+    with transaction.atomic():
+        job_id = boss.send("moved", {"n": 2})
+    assert [j.data for j in boss.find_jobs("moved")] == [{"n": 2}]
+    assert job_id is not None

@@ -55,6 +55,21 @@ def test_output_is_always_an_object(queue, output, stored):
     assert job_row(job.id, "output") == (stored,)
 
 
+def test_complete_include_queued_completes_waiting_jobs_too(queue):
+    created = boss.send(queue, {"n": 1})
+    assert boss.complete(queue, created, {"done": "early"}, include_queued=True) == 1
+    assert job_row(created, "state", "output") == ("completed", {"done": "early"})
+    boss.create_queue("retrying", retry_limit=2)
+    boss.send("retrying")
+    (job,) = boss.fetch("retrying")
+    boss.fail("retrying", job)
+    assert boss.complete("retrying", job.id, include_queued=True) == 1
+    assert job_row(job.id, "state") == ("completed",)
+    # A fenced settle still needs the active attempt it names.
+    waiting = boss.send(queue)
+    assert boss.complete(queue, {"id": waiting, "retry_count": 0}, include_queued=True) == 0
+
+
 def test_complete_many_by_ids_and_by_jobs(queue):
     jobs = claimed(queue, 6)
     assert boss.complete(queue, [j.id for j in jobs[:3]]) == 3

@@ -27,17 +27,21 @@ def _fence(fenced: bool) -> str:
     return ATTEMPT_FENCE if fenced else ""
 
 
-def complete_jobs(schema: str, table: str, *, fenced: bool) -> str:
-    """Complete active jobs with an output. Parameters: name, ids, output json[, attempt pairs].
+def complete_jobs(schema: str, table: str, *, fenced: bool, include_queued: bool = False) -> str:
+    """Complete active jobs with an output. Parameters: output json, name, ids[, attempt pairs].
 
+    With include_queued, jobs still waiting (created or retry) are completed too, and released
+    from any flow dependency they waited on; a fenced settle still names an active attempt.
     Flow dependants are not unblocked here: that is the background resolver's work, found through
     job_i9, so completion stays one cheap update whatever the number of partitions.
     """
+    states = "state < 'completed'" if include_queued else "state = 'active'"
+    unblock = ", blocked = false, pending_dependencies = 0" if include_queued else ""
     return f"""
     WITH results AS (
       UPDATE {schema}.{table}
-      SET completed_on = {schema}.job_now(), state = 'completed', output = %s::jsonb
-      WHERE name = %s AND id = ANY(%s::uuid[]) AND state = 'active' {_fence(fenced)}
+      SET completed_on = {schema}.job_now(), state = 'completed', output = %s::jsonb{unblock}
+      WHERE name = %s AND id = ANY(%s::uuid[]) AND {states} {_fence(fenced)}
       RETURNING id
     )
     {_COUNT}
