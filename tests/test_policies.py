@@ -107,3 +107,74 @@ def test_key_strict_fifo_refuses_a_job_without_key_at_the_table_too(partition):
     q = make("key_strict_fifo", partition)
     with pytest.raises(IntegrityError, match="key_strict_fifo_singleton_key_check"), transaction.atomic():
         rows("INSERT INTO {s}.job (name, policy) VALUES (%s, 'key_strict_fifo')", [q])
+
+
+def test_key_strict_fifo_retry_state_blocks_the_key_and_the_retry_comes_first(partition):
+    q = make("key_strict_fifo", partition, retry_limit=2)
+    boss.send(q, {"i": 1}, singleton_key="k")
+    boss.send(q, {"i": 2}, singleton_key="k")
+    (first,) = boss.fetch(q)
+    boss.fail(q, first)
+    assert job_row(first.id, "state") == ("retry",)
+    # The job waiting to retry is its key's head: it comes back before its sibling.
+    (again,) = boss.fetch(q, batch_size=5)
+    assert (again.id, again.retry_count) == (first.id, 1)
+
+
+def test_key_strict_fifo_failed_key_does_not_block_other_keys(partition):
+    q = make("key_strict_fifo", partition, retry_limit=0)
+    boss.send(q, singleton_key="a", priority=1)
+    boss.send(q, singleton_key="a", priority=1)
+    b = boss.send(q, singleton_key="b")
+    (a_head,) = boss.fetch(q)
+    boss.fail(q, a_head)
+    assert [j.id for j in boss.fetch(q, batch_size=5)] == [b]
+    assert boss.fetch(q, batch_size=5) == []
+
+
+def test_key_strict_fifo_unblocks_when_the_failed_job_is_retried(partition):
+    q = make("key_strict_fifo", partition, retry_limit=0)
+    boss.send(q, singleton_key="k")
+    boss.send(q, singleton_key="k")
+    (head,) = boss.fetch(q)
+    boss.fail(q, head)
+    assert boss.fetch(q) == []
+    assert boss.retry(q, head.id) == 1
+    (again,) = boss.fetch(q, batch_size=5)
+    assert again.id == head.id
+    boss.complete(q, again)
+    assert len(boss.fetch(q, batch_size=5)) == 1
+
+
+def test_throttle_slot_stays_taken_after_the_job_completes(partition):
+    q = make("standard", partition)
+    assert boss.send(q, singleton_key="a", singleton_seconds=300) is not None
+    (job,) = boss.fetch(q)
+    boss.complete(q, job)
+    assert boss.send(q, singleton_key="a", singleton_seconds=300) is None
+
+
+def test_singleton_batch_claims_one_job_per_key(partition):
+    q = make("singleton", partition)
+    boss.send(q)
+    boss.send(q, singleton_key="a")
+    boss.send(q, singleton_key="a")
+    boss.send(q, singleton_key="b")
+    batch = boss.fetch(q, batch_size=4, include_metadata=True)
+    assert sorted(str(j.singleton_key) for j in batch) == ["None", "a", "b"]
+    boss.complete(q, batch)
+    (last,) = boss.fetch(q, batch_size=4)
+    assert boss.get_job_by_id(q, last.id).singleton_key == "a"
+
+
+def test_exclusive_retry_blocks_new_sends_until_terminal(partition):
+    q = make("exclusive", partition, retry_limit=1)
+    first = boss.send(q)
+    (job,) = boss.fetch(q)
+    boss.fail(q, job)
+    assert job_row(first, "state") == ("retry",)
+    assert boss.send(q) is None
+    (job,) = boss.fetch(q, ignore_start_after=True)
+    boss.fail(q, job)
+    assert job_row(first, "state") == ("failed",)
+    assert boss.send(q) is not None
