@@ -100,6 +100,15 @@ class Boss:
     def _q(self) -> str:
         return quote_schema(self.schema)
 
+    @property
+    def quoted_schema(self) -> str:
+        """The schema name as it is written in SQL (quoted only when it must be)."""
+        return self._q
+
+    def cursor(self) -> Any:
+        """A cursor on this Boss's Django connection (for the monitor and worker internals)."""
+        return self._cursor()
+
     def _lock_key(self, name: str) -> str:
         return f".pgboss.{schema_key(self.schema)}{name}"
 
@@ -391,6 +400,42 @@ class Boss:
         with self._cursor() as cursor:
             cursor.execute(sql, params)
             return [job_from_row(row) for row in cursor.fetchall()]
+
+    # -- monitoring ----------------------------------------------------------------------------
+
+    def supervise(self, queues: Iterable[str] | None = None) -> dict[str, int]:
+        """Run one monitor pass now: fail jobs past their expiry or heartbeat so they retry.
+
+        Returns {"expired": n, "stalled": m}. Any number of monitors may run it at once.
+        """
+        from django_pgboss.monitor import fail_silent_jobs
+
+        return fail_silent_jobs(self, queues)
+
+    def complete_each(self, name: str, results: Sequence[tuple[Job | Mapping[str, Any], Any]]) -> list[str]:
+        """Complete a batch of jobs, each with its own output, each fenced to its attempt.
+
+        ``results`` is a list of (job, output) pairs; returns the ids completed (a job whose
+        attempt is no longer active is left alone and missing from the list).
+        """
+        validate_queue_name(name)
+        if not results:
+            return []
+        records = []
+        for job, output in results:
+            (job_id,), attempts = attempt_references(job, "complete_each")
+            if attempts is None:
+                raise InvalidJobReference(
+                    "complete_each() needs jobs or {id, retry_count} pairs, not bare ids"
+                )
+            retry_count = job.retry_count if isinstance(job, Job) else job["retry_count"]
+            records.append({"id": job_id, "retry_count": retry_count, "output": output_value(output)})
+        body = to_json(records, "outputs")
+        with self._cursor() as cursor:
+            cursor.execute(
+                settle_plans.complete_jobs_with_outputs(self._q, self._route(name).table), [body, name]
+            )
+            return [str(row[0]) for row in cursor.fetchall()]
 
     # -- events --------------------------------------------------------------------------------
 

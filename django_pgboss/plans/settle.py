@@ -48,11 +48,31 @@ def complete_jobs(schema: str, table: str, *, fenced: bool, include_queued: bool
     """
 
 
-def fail_jobs(schema: str, table: str, *, fenced: bool) -> str:
-    """Fail jobs: retry those with attempts left, fail the rest and copy them to their dead letter.
+def complete_jobs_with_outputs(schema: str, table: str) -> str:
+    """Complete a batch of active jobs, each with its own output, fenced to each job's attempt.
 
-    Parameters: name, ids, output json[, attempt pairs]. Unfenced, a waiting job can be failed too
-    (state < 'completed'), as in pg-boss; fenced, only the named active attempt.
+    Parameters: name, a JSON array of {"id", "retry_count", "output"}. This is the worker's
+    settle: one statement for every job its handlers finished since the last flush.
+    """
+    return f"""
+    WITH settled AS (
+      SELECT * FROM json_to_recordset(%s::json) AS x (id uuid, retry_count int, output jsonb)
+    ),
+    results AS (
+      UPDATE {schema}.{table} j
+      SET completed_on = {schema}.job_now(), state = 'completed', output = settled.output
+      FROM settled
+      WHERE j.name = %s AND j.id = settled.id AND j.state = 'active' AND j.retry_count = settled.retry_count
+      RETURNING j.id
+    )
+    SELECT id FROM results
+    """
+
+
+def fail_statement(schema: str, table: str, where: str) -> str:
+    """Fail the jobs ``where`` selects: retry those with attempts left, fail the rest for good and
+    copy them to their dead letter. The first parameter is the output json; the WHERE clause's
+    parameters follow.
 
     A failed job is deleted and re-inserted under the same id, rather than updated, because its
     policy index may refuse it the retry state (a stately key that already has a job waiting to
@@ -100,7 +120,7 @@ def fail_jobs(schema: str, table: str, *, fenced: bool) -> str:
     WITH fail_output AS (SELECT %s::jsonb AS output),
     deleted_jobs AS (
       DELETE FROM {schema}.{table}
-      WHERE name = %s AND id = ANY(%s::uuid[]) AND state < 'completed' {_fence(fenced)}
+      WHERE {where}
       RETURNING *
     ),
     retried_jobs AS ({retried}
@@ -135,6 +155,17 @@ def fail_jobs(schema: str, table: str, *, fenced: bool) -> str:
     )
     {_COUNT}
     """
+
+
+def fail_jobs(schema: str, table: str, *, fenced: bool) -> str:
+    """Fail jobs by id. Parameters: output json, name, ids[, attempt pairs].
+
+    Unfenced, a job still waiting can be failed too (state < 'completed'), as in pg-boss; fenced,
+    only the named active attempt.
+    """
+    return fail_statement(
+        schema, table, f"name = %s AND id = ANY(%s::uuid[]) AND state < 'completed' {_fence(fenced)}"
+    )
 
 
 def cancel_jobs(schema: str, table: str, *, fenced: bool) -> str:

@@ -1,0 +1,92 @@
+"""supervise(): jobs whose worker went silent are failed through the fail path, and retried."""
+
+from __future__ import annotations
+
+import pytest
+
+from django_pgboss import boss
+from tests.helpers import job_row, rows
+
+pytestmark = pytest.mark.django_db
+
+
+def age(job_id: str, column: str, seconds: int) -> None:
+    rows(f"UPDATE {{s}}.job SET {column} = {column} - %s * interval '1s' WHERE id = %s", [seconds, job_id])
+
+
+def test_an_expired_job_is_failed_and_retried():
+    boss.create_queue("q", expire_in_seconds=60, retry_limit=1)
+    boss.send("q")
+    (job,) = boss.fetch("q")
+    assert boss.supervise() == {"expired": 0, "stalled": 0}
+    age(job.id, "started_on", 61)
+    assert boss.supervise() == {"expired": 1, "stalled": 0}
+    assert job_row(job.id, "state", "output") == ("retry", {"value": {"message": "job timed out"}})
+    (again,) = boss.fetch("q")
+    assert (again.id, again.retry_count) == (job.id, 1)
+    # The worker that overran cannot settle the attempt another worker now holds.
+    assert boss.complete("q", job, {"late": True}) == 0
+    assert boss.complete("q", again, {"on": "time"}) == 1
+
+
+def test_a_stalled_heartbeat_is_failed_and_dead_lettered_when_out_of_retries():
+    boss.create_queue("dlq")
+    boss.create_queue("q", heartbeat_seconds=10, retry_limit=0, dead_letter="dlq")
+    boss.send("q")
+    (job,) = boss.fetch("q")
+    age(job.id, "heartbeat_on", 5)
+    assert boss.supervise() == {"expired": 0, "stalled": 0}
+    age(job.id, "heartbeat_on", 6)
+    assert boss.supervise() == {"expired": 0, "stalled": 1}
+    assert job_row(job.id, "state") == ("failed",)
+    (copy,) = boss.find_jobs("dlq")
+    assert copy.source_output == {"value": {"message": "job heartbeat timeout"}}
+
+
+def test_touch_keeps_a_job_alive():
+    boss.create_queue("q", heartbeat_seconds=10)
+    boss.send("q")
+    (job,) = boss.fetch("q")
+    age(job.id, "heartbeat_on", 30)
+    boss.touch("q", job)
+    assert boss.supervise()["stalled"] == 0
+
+
+def test_supervise_only_the_named_queues_on_every_table():
+    boss.create_queue("a", expire_in_seconds=1)
+    boss.create_queue("b", expire_in_seconds=1, partition=True)
+    boss.create_queue("c", expire_in_seconds=1)
+    boss.insert("a", [{}])
+    boss.insert("b", [{}])
+    boss.insert("c", [{}])
+    for name in "abc":
+        (job,) = boss.fetch(name)
+        age(job.id, "started_on", 5)
+    assert boss.supervise(["a", "b"]) == {"expired": 2, "stalled": 0}
+    assert rows("SELECT name, state FROM {s}.job ORDER BY name") == [
+        ("a", "retry"),
+        ("b", "retry"),
+        ("c", "active"),
+    ]
+    assert boss.supervise() == {"expired": 1, "stalled": 0}
+
+
+def test_waiting_jobs_are_never_swept():
+    boss.create_queue("q", expire_in_seconds=1, heartbeat_seconds=10)
+    job_id = boss.send("q")
+    rows("UPDATE {s}.job SET created_on = now() - interval '1 day' WHERE id = %s", [job_id])
+    assert boss.supervise() == {"expired": 0, "stalled": 0}
+
+
+def test_complete_each_settles_a_batch_with_outputs_and_fences_each_job():
+    boss.create_queue("q")
+    boss.insert("q", [{"data": i} for i in range(3)])
+    first, second, third = boss.fetch("q", batch_size=3)
+    rows("UPDATE {s}.job SET state = 'retry' WHERE id = %s", [third.id])
+    (third_again,) = boss.fetch("q")
+    done = boss.complete_each("q", [(first, {"n": 1}), (second, [2]), (third, "stale")])
+    assert sorted(done) == sorted([first.id, second.id])
+    assert job_row(first.id, "output") == ({"n": 1},)
+    assert job_row(second.id, "output") == ({"value": [2]},)
+    assert job_row(third.id, "state", "output") == ("active", None)
+    assert boss.complete_each("q", [(third_again, None)]) == [third.id]
