@@ -23,6 +23,7 @@ from django_pgboss.exceptions import (
 )
 from django_pgboss.manager import Boss, boss
 from django_pgboss.records import Job, QueueInfo
+from django_pgboss.registry import work
 
 __version__ = "0.1.0.dev0"
 
@@ -47,4 +48,5 @@ __all__ = [
     "ReadOnlyModelError",
     "__version__",
     "boss",
+    "work",
 ]

@@ -9,10 +9,12 @@ SQL of its own.
 from __future__ import annotations
 
 import functools
+import hashlib
 import threading
 import traceback
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from django.db import DatabaseError, IntegrityError, connections, transaction
@@ -104,6 +106,12 @@ class Boss:
     def quoted_schema(self) -> str:
         """The schema name as it is written in SQL (quoted only when it must be)."""
         return self._q
+
+    def notify_channel(self) -> str:
+        """The LISTEN/NOTIFY channel of this schema, the one pg-boss uses: 'pgboss_' and 24 hex
+        digits of sha224 of the schema, so Node and Python workers wake each other."""
+        digest = hashlib.sha224(schema_key(self.schema).encode("utf-8")).hexdigest()
+        return f"pgboss_{digest[:24]}"
 
     def cursor(self) -> Any:
         """A cursor on this Boss's Django connection (for the monitor and worker internals)."""
@@ -270,10 +278,13 @@ class Boss:
             group_concurrency=group_concurrency is not None,
             group_tiers=bool(tiers),
         )
+        connection = connections[self.using]
         try:
-            # A savepoint inside the caller's transaction (or a transaction of its own) so that a
-            # lost race for a singleton key leaves nothing to roll back but this statement.
-            with transaction.atomic(using=self.using), self._cursor() as cursor:
+            # Inside the caller's transaction, a savepoint, so that a lost race for a singleton
+            # key undoes only this statement. In autocommit the statement is its own transaction
+            # already, and wrapping it would cost two more round trips on the hot path.
+            guard = transaction.atomic(using=self.using) if connection.in_atomic_block else nullcontext()
+            with guard, self._cursor() as cursor:
                 cursor.execute(sql, params)
                 rows = cursor.fetchall()
         except IntegrityError:
@@ -433,7 +444,8 @@ class Boss:
         body = to_json(records, "outputs")
         with self._cursor() as cursor:
             cursor.execute(
-                settle_plans.complete_jobs_with_outputs(self._q, self._route(name).table), [body, name]
+                settle_plans.complete_jobs_with_outputs(self._q, self._route(name).table),
+                [body, name, [record["id"] for record in records]],
             )
             return [str(row[0]) for row in cursor.fetchall()]
 

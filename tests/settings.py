@@ -27,6 +27,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_pgboss",
+    "tests.workapp",
+    # Extra apps for a subprocess test to add (e.g. one whose jobs.py cannot be imported).
+    *env.list("PGBOSS_TEST_EXTRA_APPS", default=[]),
 ]
 
 MIDDLEWARE = [

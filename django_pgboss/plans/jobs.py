@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 # The recordset a send or insert carries, one JSON object per job, with pg-boss's option names:
 # the same shape pg-boss itself inserts from, so a job reads the same whichever side sent it.
 _RECORDSET = """
@@ -32,6 +34,13 @@ def notify_channel() -> str:
     bytes, so pg-boss hashes the schema into a short, stable name that LISTEN and NOTIFY agree on.
     """
     return "('pgboss_' || left(encode(sha224(%s::bytea), 'hex'), 24))"
+
+
+def listen(channel: str) -> str:
+    """LISTEN on a schema's channel (see notify_channel); the channel name is validated here."""
+    if not re.fullmatch(r"pgboss_[0-9a-f]{24}", channel):
+        raise ValueError(f"{channel!r} is not a pg-boss notify channel")
+    return f"LISTEN {channel}"
 
 
 def insert_jobs(schema: str, table: str, *, returning: bool = True, notify: bool = False) -> str:

@@ -1,0 +1,75 @@
+"""The worker's LISTEN connection: wakes a queue's fetch loop the moment a job is sent to it.
+
+A LISTEN must stay on one connection for as long as it listens, so it cannot share Django's
+per-thread connections (which close_old_connections() may recycle). It holds a plain psycopg
+connection built from the same DATABASES settings, and re-listens after any disconnect, then
+wakes every queue once, since notifications sent while it was away are lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+import psycopg
+from django.db import connections
+
+from django_pgboss.manager import Boss
+from django_pgboss.plans import jobs as job_plans
+
+logger = logging.getLogger("django_pgboss.worker")
+
+#: Longest wait between reconnect attempts.
+MAX_BACKOFF_SECONDS = 10.0
+
+
+class NotifyListener:
+    """Listens on the schema's channel and calls ``wake(queue)`` for each notification."""
+
+    def __init__(self, boss: Boss, queues: Iterable[str], wake: Callable[[str], None]) -> None:
+        self.boss = boss
+        self.queues = set(queues)
+        self.wake = wake
+        self.channel = boss.notify_channel()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pgboss-listener", daemon=True)
+        self.connected = threading.Event()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _connect(self) -> psycopg.Connection:
+        params = connections[self.boss.using].get_connection_params()
+        # Django's own adaptation context and cursor class are for its wrapper, not a raw listener.
+        for key in ("cursor_factory", "context", "prepare_threshold"):
+            params.pop(key, None)
+        connection = psycopg.connect(autocommit=True, **params)
+        connection.execute(job_plans.listen(self.channel))
+        return connection
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                with self._connect() as connection:
+                    self.connected.set()
+                    if failures:
+                        logger.info("listening again on %s; waking every notify queue", self.channel)
+                        for name in self.queues:
+                            self.wake(name)
+                    failures = 0
+                    while not self._stop.is_set():
+                        for notification in connection.notifies(timeout=0.5):
+                            if notification.payload in self.queues:
+                                self.wake(notification.payload)
+            except psycopg.Error as exc:
+                self.connected.clear()
+                failures += 1
+                delay = min(MAX_BACKOFF_SECONDS, 0.2 * 2**failures)
+                logger.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, delay)
+                self._stop.wait(delay)

@@ -1,0 +1,139 @@
+"""manage.py pgboss_work: run the @work handlers of every installed app's jobs.py."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from django_pgboss.exceptions import PgBossError
+from django_pgboss.manager import Boss
+from django_pgboss.registry import autodiscover, registrations
+from django_pgboss.worker import Worker
+
+
+class Command(BaseCommand):
+    help = "Work jobs: fetch from the queues that have @work handlers and run them until stopped."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--queue", action="append", dest="queues", metavar="Q", help="work only this queue (repeatable)"
+        )
+        parser.add_argument("--concurrency", type=int, help="handler threads per queue (overrides @work)")
+        parser.add_argument("--batch-size", type=int, help="jobs per fetch (overrides @work)")
+        parser.add_argument("--burst", action="store_true", help="drain the queues, then exit")
+        parser.add_argument("--max-jobs", type=int, help="stop after this many jobs")
+        parser.add_argument(
+            "--grace-seconds",
+            type=float,
+            default=30.0,
+            help="on SIGTERM/SIGINT, how long running handlers may finish before their jobs are failed (default 30)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        for option in ("concurrency", "batch_size", "max_jobs"):
+            value = options[option]
+            if value is not None and value < 1:
+                raise CommandError(f"--{option.replace('_', '-')} must be at least 1, not {value}")
+        if options["grace_seconds"] < 0:
+            raise CommandError(f"--grace-seconds must be >= 0, not {options['grace_seconds']}")
+        try:
+            autodiscover()
+        except ImportError as exc:
+            raise CommandError(f"could not import a jobs module: {exc}") from exc
+        except PgBossError as exc:
+            raise CommandError(f"invalid @work registration: {exc}") from exc
+        selected = self._select(registrations(), options["queues"])
+        boss = Boss()
+        existing = {q.name for q in boss.get_queues(list(selected))}
+        missing = sorted(set(selected) - existing)
+        if missing:
+            raise CommandError(
+                f"queue(s) {', '.join(map(repr, missing))} do not exist in schema {boss.schema!r}; "
+                "create them with boss.create_queue() first"
+            )
+        try:
+            plans = [
+                r.replace(concurrency=options["concurrency"], batch_size=options["batch_size"])
+                for r in selected.values()
+            ]
+        except PgBossError as exc:
+            raise CommandError(str(exc)) from exc
+        self._configure_logging(options["verbosity"])
+        worker = Worker(
+            plans,
+            boss=boss,
+            burst=options["burst"],
+            max_jobs=options["max_jobs"],
+            grace_seconds=options["grace_seconds"],
+        )
+        self._install_signal_handlers(worker)
+        progress = None
+        if options["burst"] and sys.stderr.isatty():
+            progress = threading.Thread(target=self._progress, args=(worker,), daemon=True)
+            progress.start()
+        stats = worker.run()
+        if progress is not None:
+            sys.stderr.write("\n")
+        self.stdout.write(
+            f"worked {stats.completed + stats.failed} job(s): {stats.completed} completed, "
+            f"{stats.failed} failed, {stats.lost} lost to another attempt"
+        )
+        if worker.aborted:
+            raise CommandError(
+                "stopped at once by a second signal; running jobs were failed so they are retried"
+            )
+
+    def _select(self, registered: dict[str, Any], queues: list[str] | None) -> dict[str, Any]:
+        if not registered:
+            raise CommandError(
+                "no @work handlers are registered: put them in an installed app's jobs.py "
+                "(from django_pgboss import work)"
+            )
+        if not queues:
+            return registered
+        unknown = [q for q in queues if q not in registered]
+        if unknown:
+            raise CommandError(
+                f"no @work handler for queue(s) {', '.join(map(repr, unknown))}; "
+                f"registered: {', '.join(sorted(registered))}"
+            )
+        return {q: registered[q] for q in queues}
+
+    def _configure_logging(self, verbosity: int) -> None:
+        logger = logging.getLogger("django_pgboss")
+        if not logger.handlers and not logging.getLogger().handlers:
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+            logger.addHandler(handler)
+        logger.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
+
+    def _install_signal_handlers(self, worker: Worker) -> None:
+        received: list[int] = []
+
+        def on_signal(signum: int, frame: Any) -> None:
+            received.append(signum)
+            if len(received) == 1:
+                logging.getLogger("django_pgboss.worker").info(
+                    "%s: finishing running jobs (send it again to stop at once)", signal.Signals(signum).name
+                )
+                worker.stop()
+            else:
+                worker.stop(graceful=False)
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, on_signal)
+
+    def _progress(self, worker: Worker) -> None:
+        while True:
+            stats = worker.stats
+            sys.stderr.write(
+                f"\r{stats.completed} completed, {stats.failed} failed, {stats.rate:,.0f} jobs/s   "
+            )
+            sys.stderr.flush()
+            if worker.stopping.wait(0.5):
+                return

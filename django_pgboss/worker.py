@@ -1,0 +1,497 @@
+"""The worker: fetch loops, a pool of handler threads, batched settles, heartbeats, a graceful stop.
+
+One Worker serves any number of queues from one process. Each queue has a fetch loop that claims
+only as many jobs as the queue has free handler slots, so a job is never claimed and then left
+waiting for a thread. Handlers run on a shared thread pool; their results are settled by one
+settler thread in batches (one statement per queue per flush, each job fenced to the attempt it
+was fetched as). Queues with notify wake their loop through a LISTEN connection; every loop also
+polls, which covers queues without notify and any notification lost in a reconnect.
+
+The worker knows no SQL: everything goes through Boss. Database errors are survived, not fatal:
+a loop that loses its connection closes it, waits, and reconnects the Django way.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_module
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import DatabaseError, close_old_connections, connections
+
+from django_pgboss.exceptions import JobDataNotSerializable
+from django_pgboss.listener import NotifyListener
+from django_pgboss.manager import Boss, output_value
+from django_pgboss.options import to_json
+from django_pgboss.records import Job
+from django_pgboss.registry import Registration
+
+logger = logging.getLogger("django_pgboss.worker")
+
+#: What a job still running when the worker stops is failed with, so it is retried elsewhere.
+SHUTDOWN_OUTPUT = {"name": "WorkerShutdown", "message": "the worker stopped while the job was running"}
+#: A settle flush waits at most this long for more results to batch with.
+SETTLE_DELAY_SECONDS = 0.02
+#: ... and sends at most this many results in one statement.
+SETTLE_BATCH = 500
+#: Longest wait between reconnect attempts after a database error.
+MAX_BACKOFF_SECONDS = 10.0
+
+
+@dataclass
+class WorkerStats:
+    """What a worker has done so far; read by the command's progress line."""
+
+    fetched: int = 0
+    completed: int = 0
+    failed: int = 0
+    lost: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, **counts: int) -> None:
+        with self.lock:
+            for key, value in counts.items():
+                setattr(self, key, getattr(self, key) + value)
+
+    @property
+    def rate(self) -> float:
+        """Jobs settled per second since the start."""
+        elapsed = max(time.monotonic() - self.started_at, 1e-9)
+        return (self.completed + self.failed) / elapsed
+
+
+class _QueueState:
+    """One queue's slots, its in-flight jobs, and the event that wakes its fetch loop."""
+
+    def __init__(self, registration: Registration, heartbeat: bool) -> None:
+        self.registration = registration
+        self.free = registration.concurrency
+        self.in_flight: dict[str, Job] = {}
+        self.last_touch: dict[str, float] = {}
+        self.heartbeat = heartbeat
+        self.wake = threading.Event()
+        self.drained = False
+        # Handler results handed to the settler but not yet written: the queue is not drained
+        # while a failed job may still come back for a retry.
+        self.unsettled = 0
+
+
+class Worker:
+    """Runs the handlers of the given registrations until stopped (or, with burst, until idle).
+
+    ``max_jobs`` stops fetching after that many jobs; ``grace_seconds`` is how long a stop waits
+    for running handlers before failing their jobs so another worker retries them.
+    """
+
+    def __init__(
+        self,
+        registrations: Iterable[Registration],
+        *,
+        boss: Boss | None = None,
+        burst: bool = False,
+        max_jobs: int | None = None,
+        grace_seconds: float = 30.0,
+        listen: bool = True,
+    ) -> None:
+        self.boss = boss or Boss()
+        self.registrations = list(registrations)
+        self.burst = burst
+        self.max_jobs = max_jobs
+        self.grace_seconds = grace_seconds
+        self.listen = listen
+        self.stats = WorkerStats()
+        self._queues: dict[str, _QueueState] = {}
+        self._lock = threading.Condition()
+        self._stopping = threading.Event()
+        self._aborting = threading.Event()
+        self._settle_queue: queue_module.Queue[tuple[str, str, list[Job], Any]] = queue_module.Queue()
+        self._work_queue: queue_module.Queue[tuple[str, list[Job]] | None] = queue_module.Queue()
+        self._threads: list[threading.Thread] = []
+        self._listener: NotifyListener | None = None
+        self._claimed_total = 0
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def run(self) -> WorkerStats:
+        """Work until stop() (or, bursting, until every queue is empty); returns the stats."""
+        infos = {q.name: q for q in self.boss.get_queues([r.queue for r in self.registrations])}
+        for registration in self.registrations:
+            info = infos[registration.queue]
+            self._queues[registration.queue] = _QueueState(
+                registration, heartbeat=info.heartbeat_seconds is not None
+            )
+        pool_size = sum(r.concurrency for r in self.registrations)
+        for index in range(pool_size):
+            self._spawn(f"pgboss-handler-{index}", self._handler_loop)
+        notify_queues = [name for name, info in infos.items() if info.notify]
+        if self.listen and notify_queues:
+            self._listener = NotifyListener(self.boss, notify_queues, self._wake)
+            self._listener.start()
+        self._spawn("pgboss-settler", self._settle_loop)
+        self._spawn("pgboss-heartbeat", self._heartbeat_loop)
+        for name in self._queues:
+            self._spawn(f"pgboss-fetch-{name}", self._fetch_loop, name)
+        logger.info(
+            "worker started: %s",
+            ", ".join(
+                f"{r.queue} -> {r.label} (concurrency {r.concurrency}, batch size {r.batch_size})"
+                for r in self.registrations
+            ),
+        )
+        try:
+            while not self._stopping.is_set():
+                if self.burst and self._all_drained():
+                    logger.info("burst: every queue is empty, stopping")
+                    break
+                self._stopping.wait(0.1)
+        finally:
+            self._shutdown()
+        return self.stats
+
+    def stop(self, *, graceful: bool = True) -> None:
+        """Stop fetching. Running handlers get the grace period unless ``graceful`` is False."""
+        if not graceful:
+            self._aborting.set()
+        self._stopping.set()
+        self._wake_all()
+
+    @property
+    def aborted(self) -> bool:
+        """True when the worker was stopped without waiting for its handlers."""
+        return self._aborting.is_set()
+
+    @property
+    def stopping(self) -> threading.Event:
+        """Set once the worker stops fetching."""
+        return self._stopping
+
+    def _spawn(self, name: str, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _shutdown(self) -> None:
+        self._stopping.set()
+        self._wake_all()
+        deadline = time.monotonic() + (0 if self._aborting.is_set() else self.grace_seconds)
+        with self._lock:
+            while self._in_flight_count() and time.monotonic() < deadline and not self._aborting.is_set():
+                self._lock.wait(min(0.1, max(deadline - time.monotonic(), 0)))
+            leftovers = {name: list(state.in_flight.values()) for name, state in self._queues.items()}
+            # They are failed below; nothing of this worker holds them any more (no heartbeat).
+            for state in self._queues.values():
+                state.in_flight.clear()
+                state.last_touch.clear()
+        # Claimed jobs whose handler never started must not start now: they are failed with the rest.
+        while True:
+            try:
+                self._work_queue.get_nowait()
+            except queue_module.Empty:
+                break
+        for name, jobs in leftovers.items():
+            if jobs:
+                logger.warning(
+                    "stopping: failing %d job(s) of %s still running, so they are retried", len(jobs), name
+                )
+                self._settle_queue.put(("fail", name, jobs, SHUTDOWN_OUTPUT))
+        self._settle_queue.put(("stop", "", [], None))
+        for thread in self._threads:
+            if thread.name.startswith("pgboss-handler"):
+                self._work_queue.put(None)
+        if self._listener is not None:
+            self._listener.stop()
+        for thread in self._threads:
+            # Handlers past the grace period are left running (daemon threads): their jobs were
+            # failed above, and a settle they attempt later is fenced off.
+            if not thread.name.startswith("pgboss-handler") or not leftovers_running(leftovers):
+                thread.join(timeout=30)
+        connections.close_all()
+        logger.info(
+            "worker stopped: %d completed, %d failed, %d lost to another attempt",
+            self.stats.completed,
+            self.stats.failed,
+            self.stats.lost,
+        )
+
+    # -- waking --------------------------------------------------------------------------------
+
+    def _wake(self, name: str) -> None:
+        state = self._queues.get(name)
+        if state is not None:
+            state.wake.set()
+
+    def _wake_all(self) -> None:
+        for state in self._queues.values():
+            state.wake.set()
+
+    def _in_flight_count(self) -> int:
+        return sum(len(state.in_flight) for state in self._queues.values())
+
+    def _all_drained(self) -> bool:
+        with self._lock:
+            return (
+                all(state.drained for state in self._queues.values())
+                and not self._in_flight_count()
+                and self._settle_queue.empty()
+            )
+
+    # -- fetching ------------------------------------------------------------------------------
+
+    def _fetch_loop(self, name: str) -> None:
+        try:
+            self._fetch_until_stopped(name)
+        finally:
+            connections.close_all()
+
+    def _fetch_until_stopped(self, name: str) -> None:
+        state = self._queues[name]
+        registration = state.registration
+        failures = 0
+        # A fetch costs a round trip whatever its size, so with jobs still running the loop waits
+        # (briefly) for half the slots to free up rather than claiming one job per finished handler.
+        low_water = max(1, min(registration.concurrency, registration.batch_size) // 2)
+        while not self._stopping.is_set():
+            with self._lock:
+                if 0 < state.free < low_water and state.in_flight:
+                    self._lock.wait(0.05)
+                slots = state.free
+                if self.max_jobs is not None:
+                    slots = min(slots, self.max_jobs - self._claimed_total)
+            if slots <= 0:
+                if self.max_jobs is not None and self._claimed_total >= self.max_jobs:
+                    state.drained = True
+                    self._stop_when_idle()
+                state.wake.wait(registration.polling_interval_seconds)
+                state.wake.clear()
+                continue
+            size = registration.batch_size if registration.batch else min(slots, registration.batch_size)
+            try:
+                # The loop keeps its connection between fetches (close_old_connections() would
+                # close it every time under the default CONN_MAX_AGE = 0); a broken one is thrown
+                # away by _database_trouble() and Django opens a fresh one on the next fetch.
+                jobs = self.boss.fetch(
+                    name,
+                    batch_size=size,
+                    include_metadata=registration.include_metadata,
+                    group_concurrency=registration.group_concurrency,
+                    min_priority=registration.min_priority,
+                    max_priority=registration.max_priority,
+                )
+                failures = 0
+            except DatabaseError as exc:
+                failures += 1
+                self._database_trouble(f"fetching from {name}", exc, failures)
+                continue
+            if not jobs:
+                with self._lock:
+                    state.drained = not state.in_flight and not state.unsettled
+                if self.burst and state.drained:
+                    return
+                state.wake.wait(registration.polling_interval_seconds if not self.burst else 0.05)
+                state.wake.clear()
+                continue
+            self.stats.add(fetched=len(jobs))
+            with self._lock:
+                state.drained = False
+                self._claimed_total += len(jobs)
+                now = time.monotonic()
+                for job in jobs:
+                    state.in_flight[job.id] = job
+                    state.last_touch[job.id] = now
+            units = [jobs] if registration.batch else [[job] for job in jobs]
+            with self._lock:
+                state.free -= len(units)
+            for unit in units:
+                self._work_queue.put((name, unit))
+
+    def _stop_when_idle(self) -> None:
+        """With --max-jobs reached, stop once the last claimed job is settled."""
+        if not self._in_flight_count():
+            self._stopping.set()
+
+    def _database_trouble(self, doing: str, exc: BaseException, failures: int) -> None:
+        delay = min(MAX_BACKOFF_SECONDS, 0.1 * 2**failures)
+        logger.warning("database error while %s (%s); reconnecting in %.1fs", doing, exc, delay)
+        # A broken connection must be thrown away, not reused: Django reconnects on the next query.
+        connections.close_all()
+        self._stopping.wait(delay)
+
+    # -- running handlers ----------------------------------------------------------------------
+
+    def _handler_loop(self) -> None:
+        try:
+            while (unit := self._work_queue.get()) is not None:
+                self._run_handler(*unit)
+        finally:
+            connections.close_all()
+
+    def _run_handler(self, name: str, jobs: list[Job]) -> None:
+        state = self._queues[name]
+        registration = state.registration
+        close_old_connections()
+        try:
+            result = registration.handler(jobs if registration.batch else jobs[0])
+        except Exception as exc:
+            logger.info("job(s) %s of %s failed: %s: %s", _ids(jobs), name, type(exc).__name__, exc)
+            self._settle_queue.put(("fail", name, jobs, exc))
+        else:
+            try:
+                to_json(output_value(result), "output")
+            except JobDataNotSerializable as exc:
+                message = (
+                    f"the handler {registration.label} returned a value that cannot be stored as JSON: {exc}"
+                )
+                logger.error("job(s) %s of %s: %s", _ids(jobs), name, message)
+                self._settle_queue.put(
+                    ("fail", name, jobs, {"name": "JobDataNotSerializable", "message": message})
+                )
+            else:
+                self._settle_queue.put(("complete", name, jobs, result))
+        finally:
+            close_old_connections()
+            with self._lock:
+                state.unsettled += 1
+                state.free += 1
+                for job in jobs:
+                    state.in_flight.pop(job.id, None)
+                    state.last_touch.pop(job.id, None)
+                self._lock.notify_all()
+            state.wake.set()
+            if self.max_jobs is not None and self._claimed_total >= self.max_jobs:
+                self._stop_when_idle()
+
+    # -- settling ------------------------------------------------------------------------------
+
+    def _settled(self, name: str, units: int) -> None:
+        state = self._queues.get(name)
+        if state is not None:
+            with self._lock:
+                state.unsettled = max(state.unsettled - units, 0)
+            state.wake.set()
+
+    def _settle_loop(self) -> None:
+        try:
+            self._settle_until_stopped()
+        finally:
+            connections.close_all()
+
+    def _settle_until_stopped(self) -> None:
+        pending: dict[str, list[tuple[Job, Any]]] = {}
+        counted: dict[str, int] = {}
+        failures = 0
+        stopping = False
+        while True:
+            try:
+                item = self._settle_queue.get(timeout=0.5)
+            except queue_module.Empty:
+                item = None
+            deadline = time.monotonic() + SETTLE_DELAY_SECONDS
+            # Gather what else arrives within the flush delay, so one statement settles a batch.
+            while item is not None:
+                kind, name, jobs, result = item
+                if kind == "stop":
+                    stopping = True
+                elif kind == "complete":
+                    pending.setdefault(name, []).extend((job, result) for job in jobs)
+                    counted.setdefault(name, 0)
+                    counted[name] += 1
+                else:
+                    self._fail(name, jobs, result)
+                    self._settled(name, 1)
+                if stopping or sum(map(len, pending.values())) >= SETTLE_BATCH:
+                    break
+                try:
+                    item = self._settle_queue.get(timeout=max(deadline - time.monotonic(), 0))
+                except queue_module.Empty:
+                    item = None
+            for name in list(pending):
+                try:
+                    settled = self.boss.complete_each(name, pending[name])
+                    failures = 0
+                except DatabaseError as exc:
+                    failures += 1
+                    if stopping and failures > 5:
+                        logger.error("giving up settling %d job(s) of %s: %s", len(pending[name]), name, exc)
+                        del pending[name]
+                        self._settled(name, counted.pop(name, 0))
+                        continue
+                    self._database_trouble(f"completing jobs of {name}", exc, failures)
+                    continue
+                lost = len(pending[name]) - len(settled)
+                if lost:
+                    logger.warning(
+                        "%d job(s) of %s were not completed: their claim lapsed and another attempt holds them",
+                        lost,
+                        name,
+                    )
+                self.stats.add(completed=len(settled), lost=lost)
+                del pending[name]
+                self._settled(name, counted.pop(name, 0))
+            if stopping and not pending and self._settle_queue.empty():
+                return
+
+    def _fail(self, name: str, jobs: list[Job], output: Any) -> None:
+        for attempt in range(1, 6):
+            try:
+                failed = self.boss.fail(name, jobs, output)
+                break
+            except DatabaseError as exc:
+                self._database_trouble(f"failing jobs of {name}", exc, attempt)
+        else:
+            logger.error("could not fail job(s) %s of %s; the monitor will expire them", _ids(jobs), name)
+            return
+        self.stats.add(failed=failed, lost=len(jobs) - failed)
+
+    # -- heartbeats ----------------------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        """Touch running jobs of heartbeat queues every half of their heartbeat_seconds (fenced)."""
+        try:
+            self._touch_until_stopped()
+        finally:
+            connections.close_all()
+
+    def _touch_until_stopped(self) -> None:
+        failures = 0
+        while not self._stopping.wait(0.5) or self._in_flight_count():
+            due: dict[str, list[Job]] = {}
+            now = time.monotonic()
+            with self._lock:
+                for name, state in self._queues.items():
+                    for job_id, job in state.in_flight.items():
+                        interval = job.heartbeat_seconds
+                        if interval and now - state.last_touch[job_id] >= interval / 2:
+                            due.setdefault(name, []).append(job)
+            for name, jobs in due.items():
+                try:
+                    touched = self.boss.touch(name, jobs)
+                    failures = 0
+                except DatabaseError as exc:
+                    failures += 1
+                    self._database_trouble(f"touching jobs of {name}", exc, failures)
+                    continue
+                with self._lock:
+                    for job in jobs:
+                        if job.id in self._queues[name].last_touch:
+                            self._queues[name].last_touch[job.id] = now
+                if touched < len(jobs):
+                    logger.warning(
+                        "%d running job(s) of %s are no longer held by this worker (their claim lapsed)",
+                        len(jobs) - touched,
+                        name,
+                    )
+            if self._aborting.is_set():
+                return
+
+
+def leftovers_running(leftovers: dict[str, list[Job]]) -> bool:
+    return any(leftovers.values())
+
+
+def _ids(jobs: list[Job]) -> str:
+    return ", ".join(job.id for job in jobs[:5]) + (" ..." if len(jobs) > 5 else "")
