@@ -20,6 +20,7 @@ from typing import Any
 from django.db import DatabaseError, IntegrityError, connections, transaction
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.connection import statement_cursor
 from django_pgboss.constants import QueuePolicy
 from django_pgboss.exceptions import (
     DeadLetterQueueNotFound,
@@ -121,7 +122,8 @@ class Boss:
         return f".pgboss.{schema_key(self.schema)}{name}"
 
     def _cursor(self) -> Any:
-        return connections[self.using].cursor()
+        """A cursor on Django's connection for this alias (see django_pgboss.connection)."""
+        return statement_cursor(self.using)
 
     # -- queues --------------------------------------------------------------------------------
 
@@ -569,33 +571,58 @@ class Boss:
     def _insert(self, name: str, payload: list[dict[str, Any]], *, returning: bool) -> list[str]:
         """Insert jobs into the queue's table; returns their ids when ``returning``.
 
+        One job on a queue without notify goes through insert_job() (typed parameters, and no
+        ON CONFLICT where no unique index can refuse the row); anything else through the batch
+        statement, insert_jobs().
+
         The queue's table is cached, and another process may have deleted the queue, or deleted
-        and created it again with or without a partition, since. A missing table (42P01) or a row
-        that job_common's partition constraint refuses (23514) means the cache is stale: it is
-        dropped and, outside the caller's transaction, the insert is tried once more. An insert
-        that wrote nothing is checked against the queue row, so a queue deleted under us raises
-        QueueNotFound instead of passing for a job the policy dropped.
+        and created it again with or without a partition or with another policy, since. A
+        missing table (42P01), a row that job_common's partition constraint refuses (23514), or,
+        without ON CONFLICT, a policy index that refuses it (23505) means the cache is stale: it
+        is dropped and, outside the caller's transaction, the insert is tried once more. An
+        insert that wrote nothing is checked against the queue row, so a queue deleted under us
+        raises QueueNotFound instead of passing for a job the policy dropped.
         """
-        body = "[" + ",".join(payload_json(job) for job in payload) + "]"
+        in_transaction = connections[self.using].in_atomic_block
+        body = None
         for attempt in (1, 2):
             route = self._route(name)
-            params: list[Any] = [body, name]
-            if route.notify:
-                params += [schema_key(self.schema), name]
-            sql = job_plans.insert_jobs(self._q, route.table, returning=returning, notify=route.notify)
+            if len(payload) == 1 and not route.notify:
+                job = payload[0]
+                # Inside the caller's transaction a refused row must not abort it, so there the
+                # statement always carries ON CONFLICT; a stale cache cannot be retried there.
+                on_conflict = (
+                    in_transaction
+                    or attempt == 2
+                    or route.policy != QueuePolicy.STANDARD
+                    or job.get("id") is not None
+                    or job.get("singletonSeconds") is not None
+                )
+                sql = job_plans.insert_job(self._q, route.table, on_conflict=on_conflict)
+                params: Any = single_job_params(name, job)
+                stale = STALE_TABLE_SQLSTATES if on_conflict else STALE_TABLE_SQLSTATES | {"23505"}
+                fetch_ids = True
+            else:
+                body = body or "[" + ",".join(payload_json(job) for job in payload) + "]"
+                params = [body, name]
+                if route.notify:
+                    params += [schema_key(self.schema), name]
+                sql = job_plans.insert_jobs(self._q, route.table, returning=returning, notify=route.notify)
+                stale = STALE_TABLE_SQLSTATES
+                fetch_ids = returning or route.notify
             try:
                 with self._cursor() as cursor:
                     cursor.execute(sql, params)
-                    if returning or route.notify:
+                    if fetch_ids:
                         ids = [str(row[0]) for row in cursor.fetchall()]
                         written = len(ids)
                     else:
                         ids, written = [], cursor.rowcount
             except DatabaseError as exc:
-                if _sqlstate(exc) not in STALE_TABLE_SQLSTATES:
+                if _sqlstate(exc) not in stale:
                     raise
                 self._forget_route(name)
-                if attempt == 2 or connections[self.using].in_atomic_block:
+                if attempt == 2 or in_transaction:
                     # The caller's transaction is aborted and cannot be retried from here; say
                     # plainly when the reason is that the queue is gone.
                     if not self._queue_exists(name):
@@ -605,7 +632,7 @@ class Boss:
             if written == 0 and not self._queue_exists(name):
                 self._forget_route(name)
                 raise QueueNotFound(f"queue {name!r} does not exist (it was deleted)")
-            return ids
+            return ids if returning else []
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _queue_exists(self, name: str) -> bool:
@@ -614,6 +641,9 @@ class Boss:
             return cursor.fetchone() is not None
 
     def _job_payload(self, data: Any, options: dict[str, Any], where: str = "send()") -> dict[str, Any]:
+        if not options:
+            # The common case, a job with nothing but data: every setting comes from the queue.
+            return {"data": _JsonText(to_json(data, "job data")) if data is not None else None}
         unknown = sorted(set(options) - SEND_OPTIONS)
         if unknown:
             raise InvalidOption(f"{where}: unknown option(s) {', '.join(unknown)}")
@@ -652,6 +682,17 @@ class Boss:
         if job.get("groupTier") is not None and job.get("groupId") is None:
             raise InvalidOption("group_tier needs group_id")
         return job
+
+
+def single_job_params(name: str, job: Mapping[str, Any]) -> dict[str, Any]:
+    """insert_job()'s parameters for one validated job payload (see Boss._job_payload)."""
+    options = {key: value for key, value in job.items() if key != "data" and value is not None}
+    data = job.get("data")
+    return {
+        "name": name,
+        "data": None if data is None else str(data),
+        "options": payload_json(options) if options else None,
+    }
 
 
 class _JsonText(str):

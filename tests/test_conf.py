@@ -13,7 +13,7 @@ def test_defaults_apply_for_missing_keys():
     with override_settings(PGBOSS={}):
         assert pgboss_settings.SCHEMA == "pgboss"
         assert pgboss_settings.DATABASE == "default"
-    assert DEFAULTS == {"SCHEMA": "pgboss", "DATABASE": "default"}
+    assert DEFAULTS == {"SCHEMA": "pgboss", "DATABASE": "default", "PREPARED_STATEMENTS": True}
 
 
 def test_override_settings_is_seen_at_once_and_undone_after():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 # The recordset a send or insert carries, one JSON object per job, with pg-boss's option names:
@@ -43,6 +44,7 @@ def listen(channel: str) -> str:
     return f"LISTEN {channel}"
 
 
+@functools.lru_cache(maxsize=256)
 def insert_jobs(schema: str, table: str, *, returning: bool = True, notify: bool = False) -> str:
     """Insert a batch of jobs from a JSON array, in one statement.
 
@@ -170,6 +172,7 @@ JOB_COLUMNS = (
 JOB_MIN_COLUMNS = JOB_COLUMNS[: JOB_COLUMNS.index("policy")]
 
 
+@functools.lru_cache(maxsize=256)
 def fetch_jobs(
     schema: str,
     table: str,
@@ -334,4 +337,65 @@ def find_jobs(schema: str, table: str, *, by_id: bool, by_key: bool, by_data: bo
     WHERE {" AND ".join(conditions)}
     ORDER BY created_on, id
     LIMIT %s
+    """
+
+
+@functools.lru_cache(maxsize=256)
+def insert_job(schema: str, table: str, *, on_conflict: bool) -> str:
+    """Insert one job: the statement behind send().
+
+    The row insert_jobs() writes for one job, with three parameters instead of a JSON recordset:
+    name, data (json) and options (a JSON object with pg-boss's option names, or NULL when the
+    job has none, the common case; an option absent or null takes the queue's setting). Fewer
+    parameters and no recordset matter here: a single send is dominated by per-statement costs.
+
+    ``on_conflict`` adds ON CONFLICT DO NOTHING, how a policy or throttle slot drops a job. It is
+    left out only when no unique index can refuse the row (a standard queue, no id given, no
+    throttle slot): speculative insertion writes an extra WAL record per row, a real share of a
+    single send's cost.
+    """
+    conflict = "ON CONFLICT DO NOTHING" if on_conflict else ""
+    return f"""
+    INSERT INTO {schema}.{table} (
+      id, name, data, priority, start_after, created_on, singleton_key, singleton_on, group_id,
+      group_tier, expire_seconds, deletion_seconds, keep_until, retry_limit, retry_delay,
+      retry_backoff, retry_delay_max, policy, dead_letter, heartbeat_seconds
+    )
+    SELECT
+      COALESCE((o->>'id')::uuid, gen_random_uuid()),
+      q.name,
+      %(data)s::jsonb,
+      COALESCE((o->>'priority')::int, 0),
+      s.start_after,
+      {schema}.job_now(),
+      o->>'singletonKey',
+      CASE WHEN o->>'singletonSeconds' IS NOT NULL THEN
+        'epoch'::timestamp + '1s'::interval * ((o->>'singletonSeconds')::float8 * floor(
+          (date_part('epoch', {schema}.job_now()) + COALESCE((o->>'singletonOffset')::float8, 0))
+          / (o->>'singletonSeconds')::float8))
+      END,
+      o->>'groupId',
+      o->>'groupTier',
+      COALESCE((o->>'expireInSeconds')::int, q.expire_seconds),
+      COALESCE((o->>'deleteAfterSeconds')::int, q.deletion_seconds),
+      s.start_after + COALESCE((o->>'retentionSeconds')::int, q.retention_seconds) * interval '1s',
+      COALESCE((o->>'retryLimit')::int, q.retry_limit),
+      COALESCE((o->>'retryDelay')::int, q.retry_delay),
+      COALESCE((o->>'retryBackoff')::bool, q.retry_backoff, false),
+      COALESCE((o->>'retryDelayMax')::int, q.retry_delay_max),
+      q.policy,
+      COALESCE(o->>'deadLetter', q.dead_letter),
+      COALESCE((o->>'heartbeatSeconds')::int, q.heartbeat_seconds)
+    FROM {schema}.queue q
+    CROSS JOIN (SELECT %(options)s::jsonb AS o) options
+    CROSS JOIN LATERAL (
+      SELECT CASE
+        WHEN right(o->>'startAfter', 1) = 'Z' OR o->>'startAfter' ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}'
+          THEN (o->>'startAfter')::timestamptz
+        ELSE {schema}.job_now() + COALESCE(o->>'startAfter', '0')::interval
+      END AS start_after
+    ) s
+    WHERE q.name = %(name)s
+    {conflict}
+    RETURNING id
     """

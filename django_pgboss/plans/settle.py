@@ -3,6 +3,8 @@ retry, delete and touch, each optionally fenced to the attempt a worker fetched.
 
 from __future__ import annotations
 
+import functools
+
 # The attempt fence (pg-boss #925). A worker whose claim lapsed (its heartbeat went stale, the job
 # expired) may still be running when another worker claims the job again. Settling by id and state
 # alone would let the stale worker complete or fail the newer attempt. Every claim of a started job
@@ -27,6 +29,7 @@ def _fence(fenced: bool) -> str:
     return ATTEMPT_FENCE if fenced else ""
 
 
+@functools.lru_cache(maxsize=256)
 def complete_jobs(schema: str, table: str, *, fenced: bool, include_queued: bool = False) -> str:
     """Complete active jobs with an output. Parameters: output json, name, ids[, attempt pairs].
 
@@ -48,6 +51,7 @@ def complete_jobs(schema: str, table: str, *, fenced: bool, include_queued: bool
     """
 
 
+@functools.lru_cache(maxsize=256)
 def complete_jobs_with_outputs(schema: str, table: str) -> str:
     """Complete a batch of active jobs, each with its own output, fenced to each job's attempt.
 
@@ -160,6 +164,7 @@ def fail_statement(schema: str, table: str, where: str) -> str:
     """
 
 
+@functools.lru_cache(maxsize=256)
 def fail_jobs(schema: str, table: str, *, fenced: bool) -> str:
     """Fail jobs by id. Parameters: output json, name, ids[, attempt pairs].
 
@@ -226,6 +231,7 @@ def delete_jobs(schema: str, table: str, *, fenced: bool) -> str:
     """
 
 
+@functools.lru_cache(maxsize=256)
 def touch_jobs(schema: str, table: str, *, fenced: bool) -> str:
     """Refresh active jobs' heartbeat. Parameters: name, ids[, attempt pairs].
 

@@ -1,0 +1,52 @@
+"""Cursors for django_pgboss's own statements, on Django's connection.
+
+Every statement runs on the Django connection of the configured alias, so it shares the caller's
+transaction. By default it runs through a server-side binding psycopg cursor: PostgreSQL then
+prepares each statement once per connection instead of parsing and planning it on every call,
+which was most of the cost of a send (bench/README.md). Django's own cursors keep client-side
+binding and never prepare, so the ORM is unaffected.
+
+The psycopg cursor is kept per thread and connection and reused; each use is wrapped in Django's
+cursor wrapper, so error translation, execute wrappers and query logging work as for any query.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from django.db import connections
+
+from django_pgboss.conf import pgboss_settings
+
+#: After how many uses on a connection a statement is prepared: the second, so a statement run
+#: once (create_queue, a one-off read) is never prepared, and a hot one almost at once.
+PREPARE_THRESHOLD = 1
+
+_local = threading.local()
+
+
+@contextmanager
+def statement_cursor(alias: str) -> Iterator[Any]:
+    """A Django cursor wrapper for one of django_pgboss's statements on connection ``alias``."""
+    connection = connections[alias]
+    if not pgboss_settings.PREPARED_STATEMENTS:
+        with connection.cursor() as cursor:
+            yield cursor
+        return
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    raw = connection.connection
+    cursors: dict[str, tuple[Any, psycopg.Cursor]] = _local.__dict__.setdefault("cursors", {})
+    cached = cursors.get(alias)
+    if cached is None or cached[0] is not raw or cached[1].closed:
+        # Django opens connections with prepared statements disabled (for connection poolers);
+        # they are enabled here for server-side binding cursors, which only we use.
+        if raw.prepare_threshold is None:
+            raw.prepare_threshold = PREPARE_THRESHOLD
+        cached = (raw, psycopg.Cursor(raw))
+        cursors[alias] = cached
+    yield connection._prepare_cursor(cached[1])
