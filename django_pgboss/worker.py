@@ -25,8 +25,9 @@ from django.db import DatabaseError, close_old_connections, connections
 
 from django_pgboss.exceptions import JobDataNotSerializable
 from django_pgboss.listener import NotifyListener
-from django_pgboss.manager import Boss, output_value
+from django_pgboss.manager import Boss
 from django_pgboss.options import to_json
+from django_pgboss.payloads import output_value
 from django_pgboss.records import Job
 from django_pgboss.registry import Registration
 
