@@ -390,3 +390,63 @@ def test_registered_handlers_come_from_each_apps_jobs_module():
     autodiscover()
     assert {"echo", "slow", "flaky", "unstorable", "batched", "live"} <= set(registrations())
     assert registrations()["echo"].label == "tests.workapp.jobs.echo"
+
+
+# -- the monitor command -----------------------------------------------------------------------
+
+
+def run_monitor(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "django", "pgboss_monitor", *args],
+        cwd=REPO,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_monitor_once_fails_expired_jobs_for_retry():
+    boss.create_queue("slow", expire_in_seconds=1, retry_limit=1)
+    boss.send("slow", {})
+    (job,) = boss.fetch("slow")
+    rows("UPDATE {s}.job SET started_on = started_on - interval '1 minute' WHERE id = %s", [job.id])
+    result = run_monitor("--once")
+    assert result.returncode == 0, result.stderr
+    assert "1 expired and 0 stalled" in result.stdout
+    assert job_row(job.id, "state") == ("retry",)
+
+
+def test_monitor_runs_until_sigterm():
+    boss.create_queue("slow", expire_in_seconds=1, retry_limit=1)
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "django", "pgboss_monitor", "--interval", "1"],
+        cwd=REPO,
+        env=worker_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        boss.send("slow", {})
+        (job,) = boss.fetch("slow")
+        rows("UPDATE {s}.job SET started_on = started_on - interval '1 minute' WHERE id = %s", [job.id])
+        wait_for(lambda: job_row(job.id, "state") == ("retry",), timeout=20, interval=0.2)
+    finally:
+        monitor.send_signal(signal.SIGTERM)
+        monitor.communicate(timeout=30)
+    assert monitor.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--interval", "0.5"], "--interval must be at least 1 second"),
+        (["--queue", "ghost", "--once"], "'ghost'"),
+    ],
+)
+def test_monitor_bad_input(args, message):
+    result = run_monitor(*args)
+    assert result.returncode == 1
+    assert message in result.stderr
