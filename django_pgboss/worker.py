@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db import DatabaseError, close_old_connections, connections
 
-from django_pgboss.exceptions import JobDataNotSerializable
+from django_pgboss.exceptions import JobDataNotSerializable, QueueNotFound
 from django_pgboss.listener import NotifyListener
 from django_pgboss.manager import Boss
 from django_pgboss.options import to_json
@@ -69,12 +69,11 @@ class WorkerStats:
 class _QueueState:
     """One queue's slots, its in-flight jobs, and the event that wakes its fetch loop."""
 
-    def __init__(self, registration: Registration, heartbeat: bool) -> None:
+    def __init__(self, registration: Registration) -> None:
         self.registration = registration
         self.free = registration.concurrency
         self.in_flight: dict[str, Job] = {}
         self.last_touch: dict[str, float] = {}
-        self.heartbeat = heartbeat
         self.wake = threading.Event()
         self.drained = False
         # Handler results handed to the settler but not yet written: the queue is not drained
@@ -122,10 +121,11 @@ class Worker:
         """Work until stop() (or, bursting, until every queue is empty); returns the stats."""
         infos = {q.name: q for q in self.boss.get_queues([r.queue for r in self.registrations])}
         for registration in self.registrations:
-            info = infos[registration.queue]
-            self._queues[registration.queue] = _QueueState(
-                registration, heartbeat=info.heartbeat_seconds is not None
-            )
+            if registration.queue not in infos:
+                raise QueueNotFound(
+                    f"queue {registration.queue!r} does not exist; create it before working it"
+                )
+            self._queues[registration.queue] = _QueueState(registration)
         pool_size = sum(r.concurrency for r in self.registrations)
         for index in range(pool_size):
             self._spawn(f"pgboss-handler-{index}", self._handler_loop)
@@ -209,7 +209,7 @@ class Worker:
         for thread in self._threads:
             # Handlers past the grace period are left running (daemon threads): their jobs were
             # failed above, and a settle they attempt later is fenced off.
-            if not thread.name.startswith("pgboss-handler") or not leftovers_running(leftovers):
+            if not thread.name.startswith("pgboss-handler") or not any(leftovers.values()):
                 thread.join(timeout=30)
         connections.close_all()
         logger.info(
@@ -488,10 +488,6 @@ class Worker:
                     )
             if self._aborting.is_set():
                 return
-
-
-def leftovers_running(leftovers: dict[str, list[Job]]) -> bool:
-    return any(leftovers.values())
 
 
 def _ids(jobs: list[Job]) -> str:
