@@ -28,6 +28,19 @@ DEFAULTS: dict[str, Any] = {
     # Set False behind a pooler that cannot keep prepared statements (PgBouncer before 1.21 in
     # transaction mode).
     "PREPARED_STATEMENTS": True,
+    # The monitor (supervise(), manage.py pgboss_monitor): how often each queue is counted, how often
+    # its old jobs are deleted, and whether counts are kept as history (queue_stats) with throughput.
+    "MONITOR_INTERVAL_SECONDS": 60,
+    "MAINTENANCE_INTERVAL_SECONDS": 24 * 60 * 60,
+    "PERSIST_QUEUE_STATS": True,
+    "QUEUE_STATS_RETENTION_DAYS": 7,
+    # A queue with more jobs waiting than this (or than its own warning_queue_size) raises a warning.
+    "WARNING_QUEUE_SIZE": 10_000,
+    # Warnings are logged; with this they are also kept in the warning table, for this many days.
+    "PERSIST_WARNINGS": False,
+    "WARNING_RETENTION_DAYS": 365,
+    # Defer the stats aggregate after one long enough to hold back autovacuum.
+    "MONITOR_VACUUM": True,
 }
 
 

@@ -13,7 +13,7 @@ import hashlib
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, IntegrityError, connections, transaction
 
@@ -49,6 +49,9 @@ from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import settle as settle_plans
 from django_pgboss.records import Job, QueueInfo, job_from_row
+
+if TYPE_CHECKING:
+    from django_pgboss.monitor import PassReport
 
 
 class _QueueRoute:
@@ -406,14 +409,14 @@ class Boss:
 
     # -- monitoring ----------------------------------------------------------------------------
 
-    def supervise(self, queues: Iterable[str] | None = None) -> dict[str, int]:
-        """Run one monitor pass now: fail jobs past their expiry or heartbeat so they retry.
+    def supervise(self, queues: Iterable[str] | None = None) -> PassReport:
+        """Run one monitor pass now (see django_pgboss.monitor): count the due queues (gauges,
+        throughput, a queue_stats snapshot, the true-up), fail jobs past their expiry or heartbeat
+        so they retry, and delete old jobs of queues whose retention is due. Any number of
+        monitors may run it at once."""
+        from django_pgboss.monitor import supervise
 
-        Returns {"expired": n, "stalled": m}. Any number of monitors may run it at once.
-        """
-        from django_pgboss.monitor import fail_silent_jobs
-
-        return fail_silent_jobs(self, queues)
+        return supervise(self, queues)
 
     def complete_each(self, name: str, results: Sequence[tuple[Job | Mapping[str, Any], Any]]) -> list[str]:
         """Complete a batch of jobs, each with its own output, each fenced to its attempt.

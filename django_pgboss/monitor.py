@@ -1,57 +1,241 @@
-"""The monitor's pass over the queues: for now, failing jobs whose worker went silent.
+"""The monitor's pass over the queues (pg-boss 12.35's supervise).
 
-This is what makes a killed worker harmless: its jobs stay active until they pass their expiry
-(or, for queues with heartbeat_seconds, until their heartbeat stops), then supervise() fails
-them through the ordinary fail path, so they are retried or dead-lettered like any failure.
-The full monitor (queue stats, throughput windows, retention, cron) builds on this pass.
+One pass, for every job table and every chunk of up to 100 of its queues:
+
+1. claim the queues whose count is due (monitor_claim_on, rows locked in name order, SKIP LOCKED,
+   so monitors running side by side split the queues instead of counting them twice);
+2. count them: the gauges (queued, ready, active, failed ...) and, with PERSIST_QUEUE_STATS, the
+   throughput window; snapshot the result into queue_stats; true-up recent snapshots for queues
+   whose recount shows late commits; warn about backlogs;
+3. fail jobs past their expiry or their heartbeat (every pass, for every queue: the statements are
+   idempotent, cheap and serialised by an advisory lock, and gating them on the claim would let a
+   monitor's interval delay recovery);
+4. claim the queues whose retention is due (maintain_on) and delete their old jobs.
+
+Then the tail: the vacuum backoff when the pass's aggregates held their snapshots too long, and
+retention of queue_stats partitions and warnings. Any number of monitors may run this at once.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from django_pgboss.identifiers import quote_job_table, schema_key
+from django_pgboss.conf import pgboss_settings
+from django_pgboss.identifiers import quote_identifier, quote_job_table, schema_key
 from django_pgboss.options import to_json, validate_queue_name
 from django_pgboss.plans import maintenance as maintenance_plans
 from django_pgboss.plans import queues as queue_plans
+from django_pgboss.plans import stats as stats_plans
 
 if TYPE_CHECKING:
     from django_pgboss.manager import Boss
 
+logger = logging.getLogger("django_pgboss.monitor")
+
 #: The outputs a sweep stores, the same as pg-boss's, so either side can read why a job failed.
 EXPIRED_OUTPUT = {"value": {"message": "job timed out"}}
 STALLED_OUTPUT = {"value": {"message": "job heartbeat timeout"}}
+#: Queues claimed and counted per statement.
+CHUNK_SIZE = 100
+
+
+@dataclass
+class PassReport:
+    """What one supervise() pass did."""
+
+    counted: list[str] = field(default_factory=list)
+    trued_up: int = 0
+    expired: int = 0
+    stalled: int = 0
+    maintained: list[str] = field(default_factory=list)
+    deleted: int = 0
+    warnings: list[str] = field(default_factory=list)
+    backoff_seconds: float | None = None
+    stats_seconds: float = 0.0
+
+
+def supervise(boss: Boss, queues: Iterable[str] | None = None) -> PassReport:
+    """Run one monitor pass over ``queues`` (default: every queue); see the module docstring."""
+    report = PassReport()
+    names = None if queues is None else [validate_queue_name(q) for q in queues]
+    persist = pgboss_settings.PERSIST_QUEUE_STATS
+    if persist:
+        with boss.cursor() as cursor:
+            cursor.execute(maintenance_plans.ensure_queue_stats_partitions(boss.quoted_schema))
+    for table, table_queues in _queue_tables(boss, names):
+        for start in range(0, len(table_queues), CHUNK_SIZE):
+            chunk = table_queues[start : start + CHUNK_SIZE]
+            _count(boss, table, chunk, persist, report)
+            _fail_silent(boss, table, chunk, report)
+            _maintain(boss, table, chunk, report)
+    _apply_backoff(boss, report)
+    _retention(boss, persist)
+    return report
 
 
 def fail_silent_jobs(boss: Boss, queues: Iterable[str] | None = None) -> dict[str, int]:
-    """Fail expired and stalled active jobs; returns {"expired": n, "stalled": m}.
-
-    Each job table is swept under pg-boss's advisory lock for that sweep and table, so concurrent
-    monitors (ours or pg-boss's) do not sweep the same rows twice.
-    """
+    """Only step 3 of the pass: fail expired and stalled jobs; returns {"expired", "stalled"}."""
+    report = PassReport()
     names = None if queues is None else [validate_queue_name(q) for q in queues]
-    counts = {"expired": 0, "stalled": 0}
-    schema = boss.quoted_schema
+    for table, table_queues in _queue_tables(boss, names):
+        _fail_silent(boss, table, table_queues, report)
+    return {"expired": report.expired, "stalled": report.stalled}
+
+
+def _queue_tables(boss: Boss, names: list[str] | None) -> list[tuple[str, list[str]]]:
     with boss.cursor() as cursor:
         if names is None:
-            cursor.execute(maintenance_plans.queue_tables(schema, by_name=False))
+            cursor.execute(maintenance_plans.queue_tables(boss.quoted_schema, by_name=False))
         else:
-            cursor.execute(maintenance_plans.queue_tables(schema, by_name=True), [names])
-        tables = cursor.fetchall()
+            cursor.execute(maintenance_plans.queue_tables(boss.quoted_schema, by_name=True), [names])
+        return [(quote_job_table(table), list(queues)) for table, queues in cursor.fetchall()]
+
+
+def _lock_key(boss: Boss, name: str) -> str:
+    # pg-boss's advisory-lock keys: '.pgboss.' + the schema as pg-boss spells it + a name, so
+    # a pg-boss (Node) monitor on the same schema and ours exclude each other.
+    return f".pgboss.{schema_key(boss.schema)}{name}"
+
+
+def _count(boss: Boss, table: str, chunk: list[str], persist: bool, report: PassReport) -> None:
+    schema = boss.quoted_schema
+    interval = pgboss_settings.MONITOR_INTERVAL_SECONDS
+    with boss.cursor() as cursor:
+        cursor.execute(
+            stats_plans.claim_due_queues(schema, "monitor_claim_on", fallback="monitor_on"), [chunk, interval]
+        )
+        claimed = cursor.fetchall()
+    if not claimed or not claimed[0][1]:
+        # Nothing due, or the vacuum backoff holds the aggregate off (expiry still runs).
+        return
+    queues = [row[0] for row in claimed]
+    params = {
+        "names": queues,
+        "lock_key": _lock_key(boss, "queue-stats"),
+        "reset_max": stats_plans.reset_max_seconds(interval),
+    }
+    with transaction.atomic(using=boss.using), boss.cursor() as cursor:
+        cursor.execute(stats_plans.cache_queue_stats(schema, table, throughput=persist), params)
+        rows = cursor.fetchall()
+    if not rows:
+        return  # another monitor held the stats lock and is counting these queues
+    report.counted += [row[0] for row in rows]
+    report.stats_seconds += max(row[4] for row in rows)
+    if persist:
+        with transaction.atomic(using=boss.using), boss.cursor() as cursor:
+            cursor.execute(queue_plans.advisory_lock(), [_lock_key(boss, "queue-stats-insert")])
+            cursor.execute(stats_plans.insert_queue_stats(schema), [[row[0] for row in rows]])
+        late = [row[0] for row in rows if row[3]]
+        if late:
+            with transaction.atomic(using=boss.using), boss.cursor() as cursor:
+                cursor.execute(
+                    stats_plans.true_up_queue_stats(schema, table),
+                    {"names": late, "lock_key": _lock_key(boss, "queue-stats")},
+                )
+                trued = cursor.fetchone()
+            if trued is not None:
+                report.trued_up += trued[0]
+                report.stats_seconds += trued[1]
+    for name, queued, threshold, *_ in rows:
+        limit = threshold or pgboss_settings.WARNING_QUEUE_SIZE
+        if queued > limit:
+            warn(
+                boss,
+                report,
+                "queue_backlog",
+                f'Warning: large queue backlog: queue "{name}" has {queued} jobs in the created or retry '
+                f"state, over its warning threshold of {limit}. Your queue should be reviewed",
+                {"name": name, "queuedCount": queued, "warningQueueSize": threshold},
+            )
+
+
+def _fail_silent(boss: Boss, table: str, queues: list[str], report: PassReport) -> None:
+    schema = boss.quoted_schema
     sweeps = (
         ("expired", "failJobsByTimeout", maintenance_plans.fail_expired_jobs, EXPIRED_OUTPUT),
         ("stalled", "failJobsByHeartbeat", maintenance_plans.fail_stalled_jobs, STALLED_OUTPUT),
     )
-    for table, table_queues in tables:
-        table = quote_job_table(table)
-        for kind, lock_name, plan, output in sweeps:
-            with transaction.atomic(using=boss.using), boss.cursor() as cursor:
-                cursor.execute(
-                    queue_plans.advisory_lock(), [f".pgboss.{schema_key(boss.schema)}{table}{lock_name}"]
-                )
-                cursor.execute(plan(schema, table), [to_json(output, "output"), list(table_queues)])
-                counts[kind] += cursor.fetchone()[0]
-    return counts
+    for kind, lock_name, plan, output in sweeps:
+        with transaction.atomic(using=boss.using), boss.cursor() as cursor:
+            cursor.execute(queue_plans.advisory_lock(), [_lock_key(boss, f"{table}{lock_name}")])
+            cursor.execute(plan(schema, table), [to_json(output, "output"), queues])
+            setattr(report, kind, getattr(report, kind) + cursor.fetchone()[0])
+
+
+def _maintain(boss: Boss, table: str, chunk: list[str], report: PassReport) -> None:
+    schema = boss.quoted_schema
+    with boss.cursor() as cursor:
+        cursor.execute(
+            stats_plans.claim_due_queues(schema, "maintain_on"),
+            [chunk, pgboss_settings.MAINTENANCE_INTERVAL_SECONDS],
+        )
+        due = [row[0] for row in cursor.fetchall()]
+    if not due:
+        return
+    with transaction.atomic(using=boss.using), boss.cursor() as cursor:
+        cursor.execute(queue_plans.advisory_lock(), [_lock_key(boss, f"{table}deletion")])
+        cursor.execute(maintenance_plans.delete_old_jobs(schema, table), [due])
+        report.deleted += cursor.rowcount
+    report.maintained += due
+
+
+def _apply_backoff(boss: Boss, report: PassReport) -> None:
+    if not report.stats_seconds or not pgboss_settings.MONITOR_VACUUM:
+        return
+    with boss.cursor() as cursor:
+        cursor.execute(
+            maintenance_plans.set_monitor_backoff(boss.quoted_schema), {"elapsed": report.stats_seconds}
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return
+    naptime, remaining, until = row
+    report.backoff_seconds = remaining
+    warn(
+        boss,
+        report,
+        "monitor_backoff",
+        "Warning: queue monitoring spent long enough scanning the job table to risk holding back autovacuum, "
+        f"so the next stats refresh is deferred: {report.stats_seconds:.1f}s of aggregate against an "
+        f"autovacuum_naptime of {naptime:g}s. Shrink the job table (retention, delete_after_seconds) or "
+        "partition its busiest queues.",
+        {
+            "elapsedSeconds": report.stats_seconds,
+            "naptimeSeconds": naptime,
+            "backoffSeconds": remaining,
+            "backoffUntil": until.isoformat(),
+        },
+    )
+
+
+def _retention(boss: Boss, persist: bool) -> None:
+    schema = boss.quoted_schema
+    with boss.cursor() as cursor:
+        if persist:
+            cursor.execute(
+                maintenance_plans.drop_old_queue_stats_partitions(schema),
+                [pgboss_settings.QUEUE_STATS_RETENTION_DAYS],
+            )
+            for (partition,) in cursor.fetchall():
+                cursor.execute(maintenance_plans.drop_table(schema, quote_identifier(partition)))
+        if pgboss_settings.PERSIST_WARNINGS:
+            cursor.execute(
+                maintenance_plans.delete_old_warnings(schema), [pgboss_settings.WARNING_RETENTION_DAYS]
+            )
+
+
+def warn(boss: Boss, report: PassReport, kind: str, message: str, data: dict[str, Any]) -> None:
+    """Log a warning and, with PERSIST_WARNINGS, keep it in the warning table."""
+    logger.warning(message)
+    report.warnings.append(kind)
+    if pgboss_settings.PERSIST_WARNINGS:
+        with boss.cursor() as cursor:
+            cursor.execute(
+                maintenance_plans.insert_warning(boss.quoted_schema), [kind, message, json.dumps(data)]
+            )

@@ -13,7 +13,19 @@ def test_defaults_apply_for_missing_keys():
     with override_settings(PGBOSS={}):
         assert pgboss_settings.SCHEMA == "pgboss"
         assert pgboss_settings.DATABASE == "default"
-    assert DEFAULTS == {"SCHEMA": "pgboss", "DATABASE": "default", "PREPARED_STATEMENTS": True}
+    assert DEFAULTS == {
+        "SCHEMA": "pgboss",
+        "DATABASE": "default",
+        "PREPARED_STATEMENTS": True,
+        "MONITOR_INTERVAL_SECONDS": 60,
+        "MAINTENANCE_INTERVAL_SECONDS": 86400,
+        "PERSIST_QUEUE_STATS": True,
+        "QUEUE_STATS_RETENTION_DAYS": 7,
+        "WARNING_QUEUE_SIZE": 10_000,
+        "PERSIST_WARNINGS": False,
+        "WARNING_RETENTION_DAYS": 365,
+        "MONITOR_VACUUM": True,
+    }
 
 
 def test_override_settings_is_seen_at_once_and_undone_after():

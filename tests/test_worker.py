@@ -170,7 +170,7 @@ def test_kill_9_mid_job_is_recovered_by_expiry_and_retried_to_completion(tmp_pat
     worker.kill()
     worker.communicate(timeout=30)
     assert job_row(job_id, "state") == ("active",)
-    wait_for(lambda: boss.supervise()["expired"] == 1, timeout=10, interval=0.2)
+    wait_for(lambda: boss.supervise().expired == 1, timeout=10, interval=0.2)
     assert job_row(job_id, "state", "output") == ("retry", {"value": {"message": "job timed out"}})
     # The retry: a fresh worker, and a job short enough to beat its expiry this time.
     rows("UPDATE {s}.job SET data = jsonb_set(data, '{sleep}', '0') WHERE id = %s", [job_id])
@@ -369,7 +369,7 @@ def test_a_handler_that_overruns_its_expiry_does_not_settle_the_newer_attempt():
         assert entered.wait(10)
         worker.stop()  # no more fetching; the stale handler is still running
         rows("UPDATE {s}.job SET started_on = started_on - interval '1 hour' WHERE id = %s", [job_id])
-        assert boss.supervise()["expired"] == 1
+        assert boss.supervise().expired == 1
         (newer,) = boss.fetch("slow")
         assert newer.retry_count == 1
     finally:

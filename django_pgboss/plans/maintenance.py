@@ -33,3 +33,98 @@ def queue_tables(schema: str, *, by_name: bool) -> str:
     """Each job table with the queues in it: every queue, or those in the array parameter."""
     where = "WHERE name = ANY(%s::text[])" if by_name else ""
     return f"SELECT table_name, array_agg(name ORDER BY name) FROM {schema}.queue {where} GROUP BY table_name"
+
+
+def delete_old_jobs(schema: str, table: str) -> str:
+    """Retention: delete the named queues' finished jobs past delete_after_seconds (0 keeps them) and
+    waiting jobs past keep_until (start_after + retention_seconds). Parameter: queue names."""
+    return f"""
+    DELETE FROM {schema}.{table}
+    WHERE name = ANY(%s::text[])
+      AND (
+        (deletion_seconds > 0 AND completed_on + deletion_seconds * interval '1s' < {schema}.job_now())
+        OR (state < 'active' AND keep_until < {schema}.job_now())
+      )
+    """
+
+
+def ensure_queue_stats_partitions(schema: str) -> str:
+    """Create today's and tomorrow's queue_stats partitions (UTC days) when missing.
+
+    The bounds are explicit +00 literals: a bare date would be read in the session's TimeZone and
+    leave snapshots taken near UTC midnight without a partition.
+    """
+    return f"""
+    DO $$
+    DECLARE
+      stats_day date;
+    BEGIN
+      FOR offset_days IN 0..1 LOOP
+        stats_day := ({schema}.job_now() AT TIME ZONE 'UTC')::date + offset_days;
+        EXECUTE format(
+          'CREATE TABLE IF NOT EXISTS {schema}.%I PARTITION OF {schema}.queue_stats FOR VALUES FROM (%L) TO (%L)',
+          'queue_stats_' || to_char(stats_day, 'YYYYMMDD'),
+          to_char(stats_day, 'YYYY-MM-DD') || ' 00:00:00+00',
+          to_char(stats_day + 1, 'YYYY-MM-DD') || ' 00:00:00+00'
+        );
+      END LOOP;
+    END;
+    $$
+    """
+
+
+def drop_old_queue_stats_partitions(schema: str) -> str:
+    """The names of queue_stats partitions older than N days (UTC). Parameter: days.
+
+    Returned rather than dropped here, so each DROP is its own statement through the identifier
+    helper (a DO block cannot take parameters).
+    """
+    return f"""
+    SELECT c.relname
+    FROM pg_inherits i
+    JOIN pg_class c ON c.oid = i.inhrelid
+    WHERE i.inhparent = '{schema}.queue_stats'::regclass
+      AND c.relname ~ '^queue_stats_[0-9]{{8}}$'
+      AND to_date(substring(c.relname FROM 13), 'YYYYMMDD') < ({schema}.job_now() AT TIME ZONE 'UTC')::date - %s::int
+    """
+
+
+def drop_table(schema: str, table: str) -> str:
+    """Drop one table of the schema (a queue_stats partition past retention)."""
+    return f"DROP TABLE IF EXISTS {schema}.{table}"
+
+
+def set_monitor_backoff(schema: str) -> str:
+    """Hold off the stats aggregate after one that pinned the vacuum horizon too long.
+
+    Parameter: seconds the pass's aggregates held their snapshots. Past a tenth of
+    autovacuum_naptime, no monitor starts another aggregate for twice the naptime (at least as
+    long as the pin, at most an hour): a vacuum computes its horizon once, at start, so a free
+    window longer than a naptime cannot be missed. The deadline only moves later. Returns a row
+    (naptime, seconds left, deadline) only when the backoff engaged.
+    """
+    return f"""
+    WITH budget AS (
+      SELECT naptime, LEAST(GREATEST(2 * naptime, LEAST(%(elapsed)s::float8, 600)), 3600) AS backoff
+      FROM (SELECT extract(epoch FROM current_setting('autovacuum_naptime')::interval)::float8 AS naptime) n
+    )
+    UPDATE {schema}.version v
+    SET monitor_backoff_on = GREATEST(
+      COALESCE(v.monitor_backoff_on, {schema}.job_now()),
+      {schema}.job_now() + make_interval(secs => b.backoff)
+    )
+    FROM budget b
+    WHERE %(elapsed)s::float8 > 0.1 * b.naptime
+    RETURNING b.naptime, extract(epoch FROM (v.monitor_backoff_on - {schema}.job_now()))::float8,
+      v.monitor_backoff_on
+    """
+
+
+def insert_warning(schema: str) -> str:
+    """Persist a warning. Parameters: type, message, data json."""
+    return f"INSERT INTO {schema}.warning (type, message, data) VALUES (%s, %s, %s::jsonb)"
+
+
+def delete_old_warnings(schema: str) -> str:
+    """Delete warnings older than N days. Parameter: days."""
+    return f"DELETE FROM {schema}.warning WHERE created_on < {schema}.job_now() - %s * interval '1 day'"

@@ -61,7 +61,8 @@ class Command(BaseCommand):
             stop.wait(interval)
         connections.close_all()
 
-    def _report(self, counts: dict[str, int]) -> None:
+    def _report(self, report: Any) -> None:
         self.stdout.write(
-            f"monitor pass: {counts['expired']} expired and {counts['stalled']} stalled job(s) failed for retry"
+            f"monitor pass: {len(report.counted)} queue(s) counted, {report.expired} expired and "
+            f"{report.stalled} stalled job(s) failed for retry, {report.deleted} old job(s) deleted"
         )

@@ -1,0 +1,257 @@
+"""The monitor pass: gauges, the 12.35 throughput window, snapshots, true-up, retention, backoff.
+
+Deterministic without sleeping: inside a test's transaction job_now() stands still, so "time
+passing" is written into the data instead: a queue's delta_on or a job's stamps are moved back,
+and claim stamps are cleared as if their interval had elapsed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.test import override_settings
+
+from django_pgboss import boss
+from django_pgboss.monitor import PassReport, _apply_backoff
+from tests.helpers import job_row, rows
+
+pytestmark = pytest.mark.django_db
+
+
+def now() -> dt.datetime:
+    return rows("SELECT now()")[0][0]
+
+
+def elapse() -> None:
+    """As if every claim interval had passed."""
+    rows(
+        "UPDATE {s}.queue SET monitor_claim_on = now() - interval '1 hour', maintain_on = now() - interval '2 days'"
+    )
+
+
+def queue_row(name: str, *columns: str) -> tuple:
+    (row,) = rows(f"SELECT {', '.join(columns)} FROM {{s}}.queue WHERE name = %s", [name])
+    return row
+
+
+def stamp(job_id: str, column: str, seconds_ago: float) -> None:
+    rows(f"UPDATE {{s}}.job SET {column} = now() - %s * interval '1s' WHERE id = %s", [seconds_ago, job_id])
+
+
+def snapshots(name: str) -> list[tuple]:
+    return rows(
+        "SELECT created_delta, completed_delta, failed_delta, delta_seconds, delta_on, queued_count "
+        "FROM {s}.queue_stats WHERE name = %s ORDER BY delta_on, captured_on",
+        [name],
+    )
+
+
+@pytest.fixture
+def queue():
+    boss.create_queue("q", retry_limit=0)
+    return "q"
+
+
+def test_first_pass_writes_gauges_and_starts_the_window(queue):
+    boss.send(queue, {"n": 1})
+    boss.send(queue, {"n": 2})
+    boss.send(queue, {"n": 3}, start_after=3600)
+    boss.fetch(queue)
+    report = boss.supervise()
+    assert report.counted == [queue]
+    deferred, queued, ready, active_count, total, history = queue_row(
+        queue, "deferred_count", "queued_count", "ready_count", "active_count", "total_count", "ready_history"
+    )
+    assert (deferred, queued, ready, active_count, total, history) == (1, 2, 1, 1, 3, [1])
+    created, completed, failed, seconds, delta_on = queue_row(
+        queue, "created_delta", "completed_delta", "failed_delta", "delta_seconds", "delta_on"
+    )
+    # A first count has no window behind it: nothing counted, seconds null, the window starts.
+    assert (created, completed, failed, seconds) == (0, 0, 0, None)
+    assert delta_on == now() - dt.timedelta(seconds=10)
+    assert snapshots(queue) == [(0, 0, 0, None, delta_on, 2)]
+    info = boss.get_queue(queue)
+    assert (info.queued_count, info.active_count, info.delta_on) == (2, 1, delta_on)
+
+
+def test_deltas_count_what_happened_in_the_window_and_nothing_twice(queue):
+    boss.supervise()  # the first pass starts the window
+    rows("UPDATE {s}.queue SET delta_on = now() - interval '70 seconds'")
+    created = [boss.send(queue, {"n": n}) for n in range(5)]
+    for job_id in created:
+        stamp(job_id, "created_on", 40)
+    done, broken = boss.fetch(queue, batch_size=2)
+    boss.complete(queue, done)
+    boss.fail(queue, broken)
+    for job_id in (done.id, broken.id):
+        stamp(job_id, "completed_on", 30)
+    too_recent = boss.send(queue, {"n": "late"})  # stamped now: inside the lag, not this window
+    elapse()
+    boss.supervise()
+    assert queue_row(queue, "created_delta", "completed_delta", "failed_delta", "delta_seconds") == (
+        5,
+        1,
+        1,
+        60,
+    )
+    # The next pass starts where this one ended: nothing is counted again.
+    elapse()
+    boss.supervise()
+    assert queue_row(queue, "created_delta", "completed_delta", "failed_delta", "delta_seconds") == (
+        0,
+        0,
+        0,
+        0,
+    )
+    # 15 s later the lag is behind the job stamped inside it: it is counted, once.
+    stamp(too_recent, "created_on", 15)
+    rows("UPDATE {s}.queue SET delta_on = now() - interval '25 seconds'")
+    elapse()
+    boss.supervise()
+    assert queue_row(queue, "created_delta", "delta_seconds") == (1, 15)
+    assert [s[:4] for s in snapshots(queue)] == [(0, 0, 0, None), (5, 1, 1, 60), (0, 0, 0, 0), (1, 0, 0, 15)]
+
+
+def test_a_window_older_than_the_reset_maximum_starts_afresh(queue):
+    boss.supervise()
+    rows("UPDATE {s}.queue SET delta_on = now() - interval '3 hours'")
+    job_id = boss.send(queue)
+    stamp(job_id, "created_on", 3600)
+    elapse()
+    boss.supervise()
+    assert queue_row(queue, "created_delta", "delta_seconds", "delta_on") == (
+        0,
+        None,
+        now() - dt.timedelta(seconds=10),
+    )
+
+
+def test_a_pass_that_does_not_count_leaves_the_window_open(queue):
+    boss.supervise()
+    rows("UPDATE {s}.queue SET delta_on = now() - interval '70 seconds'")
+    job_id = boss.send(queue)
+    stamp(job_id, "created_on", 40)
+    elapse()
+    with override_settings(PGBOSS={"PERSIST_QUEUE_STATS": False}):
+        boss.supervise()
+    # The gauges were refreshed, the window was not moved.
+    assert queue_row(queue, "queued_count", "delta_on") == (1, now() - dt.timedelta(seconds=70))
+    elapse()
+    boss.supervise()
+    assert queue_row(queue, "created_delta", "delta_seconds") == (1, 60)
+
+
+def test_queues_not_due_are_not_counted(queue):
+    boss.supervise()
+    boss.send(queue)
+    assert boss.supervise().counted == []
+    assert queue_row(queue, "queued_count") == (0,)
+
+
+def test_backoff_defers_the_aggregate_but_not_expiry(queue):
+    boss.update_queue(queue, expire_in_seconds=1)
+    boss.send(queue)
+    (job,) = boss.fetch(queue)
+    stamp(job.id, "started_on", 60)
+    rows("UPDATE {s}.version SET monitor_backoff_on = now() + interval '10 minutes'")
+    report = boss.supervise()
+    assert report.counted == []
+    assert report.expired == 1
+    assert job_row(job.id, "state") == ("failed",)
+
+
+def test_a_long_aggregate_engages_the_vacuum_backoff_which_only_moves_later():
+    report = PassReport(stats_seconds=7.5)
+    _apply_backoff(boss, report)
+    # autovacuum_naptime is 60 s: 7.5 s of pinning is over the 6 s budget, so 2 naptimes.
+    assert report.backoff_seconds == pytest.approx(120)
+    assert report.warnings == ["monitor_backoff"]
+    (until,) = rows("SELECT monitor_backoff_on FROM {s}.version")[0]
+    _apply_backoff(boss, PassReport(stats_seconds=6.5))
+    assert rows("SELECT monitor_backoff_on FROM {s}.version")[0][0] == until
+    quiet = PassReport(stats_seconds=5)
+    _apply_backoff(boss, quiet)
+    assert quiet.backoff_seconds is None
+
+
+def test_true_up_raises_a_snapshot_for_a_late_commit(queue):
+    boss.supervise()  # snapshot 1 starts the window and anchors the true-up
+    rows("UPDATE {s}.queue SET delta_on = now() - interval '130 seconds'")
+    rows("UPDATE {s}.queue_stats SET delta_on = now() - interval '130 seconds'")
+    counted = [boss.send(queue, {"n": n}) for n in range(2)]
+    for job_id in counted:
+        stamp(job_id, "created_on", 100)
+    elapse()
+    boss.supervise()  # snapshot 2 counts [T-130, T-10): 2 jobs
+    assert [s[0] for s in snapshots(queue)] == [0, 2]
+    # Let 20 s pass (the test's clock stands still, so the past moves back instead).
+    rows("UPDATE {s}.queue SET delta_on = delta_on - interval '20 seconds'")
+    rows(
+        "UPDATE {s}.queue_stats SET delta_on = delta_on - interval '20 seconds', "
+        "captured_on = captured_on - interval '20 seconds' WHERE delta_seconds IS NOT NULL"
+    )
+    # A transaction that started inside that window commits only now.
+    late = boss.send(queue, {"n": "late"})
+    stamp(late, "created_on", 50)
+    elapse()
+    report = boss.supervise()
+    assert report.trued_up == 1
+    assert [s[0] for s in snapshots(queue)] == [0, 3, 0]
+    # Never down: a deleted job does not lower the snapshot, and nothing is raised twice.
+    boss.delete_job(queue, counted)
+    elapse()
+    assert boss.supervise().trued_up == 0
+    assert [s[0] for s in snapshots(queue)] == [0, 3, 0, 0]
+
+
+def test_retention_deletes_old_finished_and_expired_waiting_jobs(queue):
+    boss.update_queue(queue, delete_after_seconds=60)
+    keep_done = boss.send(queue)
+    old_done = boss.send(queue)
+    for job in boss.fetch(queue, batch_size=2):
+        boss.complete(queue, job)
+    stamp(old_done, "completed_on", 120)
+    stale_waiting = boss.send(queue)
+    rows("UPDATE {s}.job SET keep_until = now() - interval '1 second' WHERE id = %s", [stale_waiting])
+    waiting = boss.send(queue)
+    report = boss.supervise()
+    assert report.maintained == [queue]
+    assert report.deleted == 2
+    assert {j.id for j in boss.find_jobs(queue)} == {keep_done, waiting}
+    # Retention runs once per maintenance interval.
+    stamp(keep_done, "completed_on", 120)
+    assert boss.supervise().maintained == []
+
+
+def test_stats_partitions_are_kept_ahead_and_dropped_after_retention():
+    old = (now() - dt.timedelta(days=9)).strftime("%Y%m%d")
+    start = (now() - dt.timedelta(days=9)).strftime("%Y-%m-%d")
+    end = (now() - dt.timedelta(days=8)).strftime("%Y-%m-%d")
+    rows(
+        f"CREATE TABLE {{s}}.queue_stats_{old} PARTITION OF {{s}}.queue_stats FOR VALUES FROM ('{start}') TO ('{end}')"
+    )
+    boss.supervise()
+    partitions = {
+        name
+        for (name,) in rows(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace n ON n.oid = p.relnamespace "
+            "WHERE p.relname = 'queue_stats' AND n.nspname = %s",
+            [boss.schema],
+        )
+    }
+    today = now().astimezone(dt.UTC).date()
+    assert partitions == {f"queue_stats_{today:%Y%m%d}", f"queue_stats_{today + dt.timedelta(days=1):%Y%m%d}"}
+
+
+def test_backlog_warning_is_logged_and_persisted_when_enabled(queue, caplog):
+    boss.update_queue(queue, warning_queue_size=2)
+    boss.insert(queue, [{"data": n} for n in range(3)])
+    with override_settings(PGBOSS={"PERSIST_WARNINGS": True}):
+        report = boss.supervise()
+    assert report.warnings == ["queue_backlog"]
+    assert 'queue "q" has 3 jobs' in caplog.text
+    ((kind, message),) = rows("SELECT type, message FROM {s}.warning")
+    assert kind == "queue_backlog"
+    assert "over its warning threshold of 2" in message
