@@ -91,3 +91,42 @@ def check_postgres_version(app_configs: Any = None, databases: Any = None, **kwa
             )
         ]
     return []
+
+
+#: The numeric PGBOSS settings and their allowed ranges, as pg-boss bounds the same options.
+NUMERIC_SETTINGS = {
+    "MONITOR_INTERVAL_SECONDS": (1, 86_400),
+    "MAINTENANCE_INTERVAL_SECONDS": (1, 86_400),
+    "QUEUE_STATS_RETENTION_DAYS": (1, 365),
+    "WARNING_QUEUE_SIZE": (1, None),
+    "WARNING_RETENTION_DAYS": (1, 365),
+}
+BOOLEAN_SETTINGS = ("PREPARED_STATEMENTS", "PERSIST_QUEUE_STATS", "PERSIST_WARNINGS", "MONITOR_VACUUM")
+
+
+@register(Tags.compatibility)
+def check_monitor_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """pgboss.E005: the monitor's settings are in range."""
+    errors = []
+    try:
+        values = {key: getattr(pgboss_settings, key) for key in (*NUMERIC_SETTINGS, *BOOLEAN_SETTINGS)}
+    except ImproperlyConfigured:
+        return []  # reported by pgboss.E004
+    for key, (low, high) in NUMERIC_SETTINGS.items():
+        value = values[key]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < low
+            or (high is not None and value > high)
+        ):
+            bounds = f"from {low} to {high}" if high is not None else f"at least {low}"
+            errors.append(
+                Error(f'settings.PGBOSS["{key}"] = {value!r} must be an integer {bounds}.', id="pgboss.E005")
+            )
+    for key in BOOLEAN_SETTINGS:
+        if not isinstance(values[key], bool):
+            errors.append(
+                Error(f'settings.PGBOSS["{key}"] = {values[key]!r} must be True or False.', id="pgboss.E005")
+            )
+    return errors

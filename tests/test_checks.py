@@ -118,3 +118,27 @@ def test_postgres_version_check_is_a_database_check():
     # Registered with the database tag: run by migrate and `check --database`, not at import time.
     assert check_postgres_version.tags == (checks.Tags.database,)
     assert check_postgres_version(databases=None) == []
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        ("MONITOR_INTERVAL_SECONDS", 0, "must be an integer from 1 to 86400"),
+        ("QUEUE_STATS_RETENTION_DAYS", 400, "must be an integer from 1 to 365"),
+        ("WARNING_QUEUE_SIZE", "big", "must be an integer at least 1"),
+        ("PERSIST_WARNINGS", "yes", "must be True or False"),
+    ],
+)
+def test_monitor_settings_are_checked(setting, value, message):
+    from django_pgboss.checks import check_monitor_settings
+
+    with override_settings(PGBOSS={setting: value}):
+        (error,) = check_monitor_settings()
+    assert error.id == "pgboss.E005"
+    assert setting in error.msg and message in error.msg
+
+
+def test_default_monitor_settings_pass():
+    from django_pgboss.checks import check_monitor_settings
+
+    assert check_monitor_settings() == []
