@@ -8,6 +8,7 @@ SQL of its own.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import hashlib
 import threading
@@ -48,7 +49,8 @@ from django_pgboss.plans import events as event_plans
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import settle as settle_plans
-from django_pgboss.records import Job, QueueInfo, job_from_row
+from django_pgboss.plans import stats as stats_plans
+from django_pgboss.records import Job, QueueInfo, StatsPoint, job_from_row
 
 if TYPE_CHECKING:
     from django_pgboss.monitor import PassReport
@@ -417,6 +419,62 @@ class Boss:
         from django_pgboss.monitor import supervise
 
         return supervise(self, queues)
+
+    def get_queue_stats(
+        self,
+        name: str,
+        *,
+        start: dt.datetime | None = None,
+        end: dt.datetime | None = None,
+        bucket_seconds: int | None = None,
+        max_data_points: int | None = None,
+        aggregate: str = "max",
+        limit: int = 1000,
+    ) -> list[StatsPoint]:
+        """A queue's history from the monitor's snapshots, newest first.
+
+        Raw snapshots by default; with ``bucket_seconds`` (a bucket width) or ``max_data_points``
+        (a width derived from the history's extent), time buckets: gauges aggregated with
+        ``aggregate`` ("max", "min" or "avg"), counters summed. ``start`` and ``end`` bound the
+        range. Without PERSIST_QUEUE_STATS there is no history: the one point returned is the
+        queue's last count, without counters.
+        """
+        validate_queue_name(name)
+        int_option("limit", limit, minimum=1)
+        if limit > 100_000:
+            raise InvalidOption(f"limit must be at most 100000, not {limit}")
+        for option, value in (("start", start), ("end", end)):
+            if value is not None and not isinstance(value, dt.datetime):
+                raise InvalidOption(f"{option} must be a datetime, not {value!r}")
+        if aggregate not in stats_plans.GAUGE_AGGREGATES:
+            raise InvalidOption(f"aggregate must be 'max', 'min' or 'avg', not {aggregate!r}")
+        info = self.get_queue(name)
+        if info is None:
+            raise QueueNotFound(f"queue {name!r} does not exist")
+        if not pgboss_settings.PERSIST_QUEUE_STATS:
+            if info.monitor_on is None:
+                return []
+            gauges = (
+                info.deferred_count,
+                info.queued_count,
+                info.ready_count,
+                info.active_count,
+                info.failed_count,
+                info.total_count,
+            )
+            return [StatsPoint(*gauges, None, None, None, None, None, info.monitor_on)]
+        params: dict[str, Any] = {"name": name, "start": start, "end": end, "limit": limit}
+        if bucket_seconds is not None or max_data_points is not None:
+            option = "bucket_seconds" if bucket_seconds is not None else "max_data_points"
+            width = bucket_seconds if bucket_seconds is not None else max_data_points
+            int_option(option, width, minimum=1)
+            params["width"] = width
+            sql = stats_plans.queue_stats_buckets(self._q, aggregate, auto=bucket_seconds is None)
+        else:
+            sql = stats_plans.queue_stats_history(self._q)
+        with self._cursor() as cursor:
+            cursor.execute(sql, params)
+            return [StatsPoint(*row) for row in cursor.fetchall()]
 
     def complete_each(self, name: str, results: Sequence[tuple[Job | Mapping[str, Any], Any]]) -> list[str]:
         """Complete a batch of jobs, each with its own output, each fenced to its attempt.

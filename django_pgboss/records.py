@@ -118,3 +118,27 @@ class QueueInfo:
     monitor_on: dt.datetime | None
     created_on: dt.datetime
     updated_on: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StatsPoint:
+    """One point of a queue's history: a snapshot, or a time bucket of them.
+
+    The gauges are the queue's counts at ``captured_on`` (a bucket: aggregated over it). The
+    counters are the jobs created, completed and failed over ``delta_seconds`` ending at
+    ``delta_on``; None where no counting pass covered the point yet. A rate is a sum of deltas over
+    the sum of their seconds.
+    """
+
+    deferred_count: int
+    queued_count: int
+    ready_count: int
+    active_count: int
+    failed_count: int
+    total_count: int
+    created_delta: int | None
+    completed_delta: int | None
+    failed_delta: int | None
+    delta_seconds: int | None
+    delta_on: dt.datetime | None
+    captured_on: dt.datetime

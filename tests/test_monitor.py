@@ -255,3 +255,109 @@ def test_backlog_warning_is_logged_and_persisted_when_enabled(queue, caplog):
     ((kind, message),) = rows("SELECT type, message FROM {s}.warning")
     assert kind == "queue_backlog"
     assert "over its warning threshold of 2" in message
+
+
+# -- the bucketed history -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def base():
+    """A minute boundary early in today's (UTC) queue_stats partition, for crafted snapshots."""
+    today = now().astimezone(dt.UTC).replace(hour=1, minute=0, second=0, microsecond=0)
+    return today
+
+
+def snapshot(
+    name: str, base: dt.datetime, captured: int, delta_on: int, created: int, queued: int = 0
+) -> None:
+    rows(
+        "INSERT INTO {s}.queue_stats (name, queued_count, created_delta, completed_delta, failed_delta, "
+        "delta_seconds, delta_on, captured_on) VALUES (%s, %s, %s, 0, 0, 60, %s, %s)",
+        [name, queued, created, base + dt.timedelta(seconds=delta_on), base + dt.timedelta(seconds=captured)],
+    )
+
+
+def points(name: str, **options) -> list[tuple]:
+    return [
+        (p.captured_on, p.queued_count, p.created_delta, p.delta_seconds)
+        for p in boss.get_queue_stats(name, **options)
+    ]
+
+
+def test_buckets_gauges_by_capture_and_counters_by_window_end(queue, base):
+    snapshot(queue, base, captured=5, delta_on=-5, created=1, queued=1)
+    snapshot(queue, base, captured=65, delta_on=55, created=10, queued=2)
+    snapshot(queue, base, captured=125, delta_on=115, created=100, queued=3)
+    minute = dt.timedelta(minutes=1)
+    assert points(queue, bucket_seconds=60) == [
+        (base + 2 * minute, 3, None, None),  # the newest bucket: its interval is not counted yet
+        (base + minute, 2, 100, 60),
+        (base, 1, 11, 120),  # the counter before any capture is folded into the first bucket
+    ]
+    # start bounds both sides: the counter ending before it is left out.
+    assert points(queue, bucket_seconds=60, start=base)[-1] == (base, 1, 10, 60)
+
+
+def test_counter_buckets_without_a_capture_fold_into_the_nearest_earlier_bucket(queue, base):
+    snapshot(queue, base, captured=5, delta_on=-55, created=0, queued=1)
+    snapshot(queue, base, captured=185, delta_on=175, created=100, queued=4)
+    rows(
+        "INSERT INTO {s}.queue_stats (name, created_delta, completed_delta, failed_delta, delta_seconds, delta_on, "
+        "captured_on) VALUES (%s, 1, 0, 0, 60, %s, %s), (%s, 10, 0, 0, 60, %s, %s)",
+        [
+            queue,
+            base + dt.timedelta(seconds=55),
+            base + dt.timedelta(seconds=-3600),
+            queue,
+            base + dt.timedelta(seconds=115),
+            base + dt.timedelta(seconds=-3600),
+        ],
+    )
+    history = points(queue, bucket_seconds=60, start=base)
+    assert history == [(base + dt.timedelta(minutes=3), 4, None, None), (base, 1, 111, 180)]
+
+
+def test_auto_buckets_and_gauge_aggregates(queue, base):
+    for captured, queued in ((5, 10), (30, 20), (65, 5), (125, 7)):
+        snapshot(queue, base, captured=captured, delta_on=captured - 10, created=1, queued=queued)
+    # Two points over a 120 s extent: 60 s buckets, the newest two.
+    assert [p[1] for p in points(queue, max_data_points=2)] == [7, 5]
+    assert points(queue, bucket_seconds=60, aggregate="min")[-1][1] == 10
+    assert points(queue, bucket_seconds=60, aggregate="avg")[-1][1] == 15
+    assert points(queue, bucket_seconds=60, aggregate="max")[-1][1] == 20
+    # Raw snapshots, newest first, bounded by limit.
+    assert [p[1] for p in points(queue, limit=3)] == [7, 5, 20]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"bucket_seconds": 0}, "bucket_seconds"),
+        ({"max_data_points": -1}, "max_data_points"),
+        ({"bucket_seconds": 60, "aggregate": "sum"}, "aggregate"),
+        ({"limit": 0}, "limit"),
+        ({"limit": 100_001}, "limit"),
+        ({"start": "yesterday"}, "start"),
+    ],
+)
+def test_bad_history_options(queue, options, message):
+    from django_pgboss import InvalidOption
+
+    with pytest.raises(InvalidOption, match=message):
+        boss.get_queue_stats(queue, **options)
+
+
+def test_history_of_an_unknown_queue():
+    from django_pgboss import QueueNotFound
+
+    with pytest.raises(QueueNotFound):
+        boss.get_queue_stats("nope")
+
+
+def test_without_persisted_stats_the_history_is_the_last_count(queue):
+    boss.send(queue)
+    with override_settings(PGBOSS={"PERSIST_QUEUE_STATS": False}):
+        assert boss.get_queue_stats(queue) == []
+        boss.supervise()
+        (point,) = boss.get_queue_stats(queue)
+    assert (point.queued_count, point.created_delta, point.captured_on) == (1, None, now())

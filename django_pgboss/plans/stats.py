@@ -306,3 +306,110 @@ def true_up_queue_stats(schema: str, table: str) -> str:
       extract(epoch FROM (clock_timestamp() - transaction_timestamp()))::float8
     WHERE (SELECT got FROM lock)
     """
+
+
+#: How a bucket's gauges are aggregated; whitelisted, since the name becomes SQL text.
+GAUGE_AGGREGATES = {"max": "max({})::int", "min": "min({})::int", "avg": "round(avg({}))::int"}
+_GAUGES = ("deferred_count", "queued_count", "ready_count", "active_count", "failed_count", "total_count")
+#: The columns a history read returns, in records.StatsPoint's field order.
+STATS_COLUMNS = (
+    *_GAUGES,
+    "created_delta",
+    "completed_delta",
+    "failed_delta",
+    "delta_seconds",
+    "delta_on",
+    "captured_on",
+)
+
+
+def queue_stats_history(schema: str) -> str:
+    """A queue's snapshots, newest first. Named parameters: name, start, end, limit."""
+    return f"""
+    SELECT {", ".join(STATS_COLUMNS)}
+    FROM {schema}.queue_stats
+    WHERE name = %(name)s
+      AND (%(start)s::timestamptz IS NULL OR captured_on >= %(start)s::timestamptz)
+      AND (%(end)s::timestamptz IS NULL OR captured_on <= %(end)s::timestamptz)
+    ORDER BY captured_on DESC
+    LIMIT %(limit)s
+    """
+
+
+@functools.lru_cache(maxsize=16)
+def queue_stats_buckets(schema: str, aggregate: str, *, auto: bool) -> str:
+    """A queue's history in time buckets, newest first (pg-boss 12.35's bucketing).
+
+    Named parameters: name, start, end, limit, width (bucket seconds, or with ``auto`` the number of
+    buckets wanted over the history's extent, which start and end can only narrow).
+
+    Gauges are bucketed by captured_on and aggregated (``aggregate``); counters by delta_on, the end
+    of the window they counted, and summed, so a rate is sum(delta) / sum(delta_seconds). A counter
+    bucket without a capture of its own (passes further apart than a bucket) is folded into the
+    newest gauge bucket before it, or the first one when none precedes it, so every bucket returned
+    has gauges behind it. The newest bucket's counters are usually null: the pass that counts its
+    interval has not run yet. Buckets are epoch-aligned (no date_bin, which PostgreSQL 13 lacks).
+    """
+    gauge = GAUGE_AGGREGATES[aggregate]
+    if auto:
+        width = f"""
+    extent AS (SELECT min(captured_on) AS lo, max(captured_on) AS hi FROM {schema}.queue_stats WHERE name = %(name)s),
+    bounds AS (
+      SELECT greatest(coalesce(%(start)s::timestamptz, lo), lo) AS lo, least(coalesce(%(end)s::timestamptz, hi), hi) AS hi
+      FROM extent
+    ),
+    w AS (
+      SELECT greatest(1, ceil(extract(epoch FROM (hi - lo))::float8 / greatest(%(width)s, 1)::float8)::bigint)::bigint AS secs
+      FROM bounds
+    ),"""
+        # Epoch alignment can straddle one extra bucket; the oldest is dropped.
+        limit = "least(%(limit)s, %(width)s)"
+    else:
+        width = "\n    w AS (SELECT greatest(%(width)s, 1)::bigint AS secs),"
+        limit = "%(limit)s"
+
+    def bucket(column: str) -> str:
+        return f"to_timestamp(floor(extract(epoch FROM {column})::float8 / w.secs::float8) * w.secs::float8)"
+
+    gauges = ",\n        ".join(f"{gauge.format(c)} AS {c}" for c in _GAUGES)
+    return f"""
+    WITH{width}
+    gauges AS (
+      SELECT {bucket("captured_on")} AS bucket,
+        {gauges}
+      FROM {schema}.queue_stats, w
+      WHERE name = %(name)s
+        AND (%(start)s::timestamptz IS NULL OR captured_on >= %(start)s::timestamptz)
+        AND (%(end)s::timestamptz IS NULL OR captured_on <= %(end)s::timestamptz)
+      GROUP BY 1
+    ),
+    counters AS (
+      SELECT {bucket("delta_on")} AS bucket,
+        sum(created_delta)::int AS created_delta, sum(completed_delta)::int AS completed_delta,
+        sum(failed_delta)::int AS failed_delta, sum(delta_seconds)::int AS delta_seconds,
+        max(delta_on) AS delta_on
+      FROM {schema}.queue_stats, w
+      WHERE name = %(name)s AND delta_on IS NOT NULL
+        AND (%(start)s::timestamptz IS NULL OR delta_on >= %(start)s::timestamptz)
+        AND (%(end)s::timestamptz IS NULL OR delta_on <= %(end)s::timestamptz)
+      GROUP BY 1
+    ),
+    placed AS (
+      SELECT
+        COALESCE(
+          max(g.bucket) OVER (ORDER BY COALESCE(g.bucket, c.bucket) ROWS UNBOUNDED PRECEDING),
+          min(g.bucket) OVER ()
+        ) AS bucket,
+        {", ".join(f"g.{c}" for c in _GAUGES)},
+        c.created_delta, c.completed_delta, c.failed_delta, c.delta_seconds, c.delta_on
+      FROM gauges g FULL JOIN counters c ON c.bucket = g.bucket
+    )
+    SELECT {", ".join(f"max({c})::int" for c in _GAUGES)},
+      sum(created_delta)::int, sum(completed_delta)::int, sum(failed_delta)::int, sum(delta_seconds)::int,
+      max(delta_on), bucket
+    FROM placed
+    WHERE bucket IS NOT NULL
+    GROUP BY bucket
+    ORDER BY bucket DESC
+    LIMIT {limit}
+    """
