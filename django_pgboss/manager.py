@@ -48,6 +48,7 @@ from django_pgboss.payloads import (
 from django_pgboss.plans import events as event_plans
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import queues as queue_plans
+from django_pgboss.plans import schedules as schedule_plans
 from django_pgboss.plans import settle as settle_plans
 from django_pgboss.plans import stats as stats_plans
 from django_pgboss.records import Job, QueueInfo, StatsPoint, job_from_row
@@ -501,6 +502,56 @@ class Boss:
                 [body, name, [record["id"] for record in records]],
             )
             return [str(row[0]) for row in cursor.fetchall()]
+
+    # -- schedules -----------------------------------------------------------------------------
+
+    def schedule(
+        self,
+        name: str,
+        cron: str,
+        data: Any = None,
+        *,
+        tz: str = "UTC",
+        key: str = "",
+        missed: str = "skip",
+        **send_options: Any,
+    ) -> None:
+        """Send ``data`` to queue ``name`` on every occurrence of ``cron``, in time zone ``tz``.
+
+        ``cron`` has 5 fields, or 6 with seconds first; ``key`` tells several schedules of one queue
+        apart (schedule() again with the same name and key replaces it); ``missed="once"`` sends
+        one job for occurrences missed while no monitor ran. Other options are send()'s, used for
+        each job. Runs on the monitor's timekeeper (manage.py pgboss_monitor); each occurrence is
+        sent once however many monitors run.
+        """
+        from django_pgboss.schedules import schedule
+
+        schedule(self, name, cron, data, tz=tz, key=key, missed=missed, **send_options)
+
+    def unschedule(self, name: str, key: str = "") -> None:
+        """Remove the schedule (name, key)."""
+        validate_queue_name(name)
+        with self._cursor() as cursor:
+            cursor.execute(schedule_plans.delete_schedule(self._q), [name, key or ""])
+
+    def get_schedules(self, name: str | None = None) -> list[Any]:
+        """Every schedule, or the queue's, in name and key order."""
+        from django_pgboss.schedules import get_schedules
+
+        return get_schedules(self, name)
+
+    def insert_slotted(self, name: str, jobs: list[dict[str, Any]]) -> int:
+        """Insert jobs that name their throttle slot ("__singletonSlot"); for the cron pass only.
+
+        Returns how many were inserted: a slot already taken drops its job.
+        """
+        route = self._route(validate_queue_name(name))
+        with self._cursor() as cursor:
+            cursor.execute(
+                job_plans.insert_jobs(self._q, route.table, returning=False, slots=True),
+                [to_json(jobs, "jobs"), name],
+            )
+            return cursor.rowcount
 
     # -- events --------------------------------------------------------------------------------
 

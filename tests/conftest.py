@@ -31,6 +31,11 @@ def reset_pgboss_schema(schema: str | None = None) -> None:
         if cursor.fetchone()[0] is None:
             return
         cursor.execute(f"SELECT {quoted}.delete_queue(name) FROM {quoted}.queue WHERE partition")
+        # The claim stamps a committing test left behind would make the next one wait an interval.
+        cursor.execute(
+            f"UPDATE {quoted}.version SET cron_on = NULL, bam_on = NULL, flow_on = NULL, reindex_on = NULL, "
+            "monitor_backoff_on = NULL"
+        )
         cursor.execute(
             f"TRUNCATE {quoted}.job, {quoted}.queue_stats, {quoted}.job_dependency, {quoted}.warning, "
             f"{quoted}.subscription, {quoted}.schedule, {quoted}.bam, {quoted}.queue"

@@ -450,3 +450,40 @@ def test_monitor_bad_input(args, message):
     result = run_monitor(*args)
     assert result.returncode == 1
     assert message in result.stderr
+
+
+def test_monitor_once_sends_due_cron_jobs():
+    boss.create_queue("echo")
+    boss.schedule("echo", "* * * * *", {"from": "cron"})
+    result = run_monitor("--once")
+    assert result.returncode == 0, result.stderr
+    assert "1 job(s) sent" in result.stdout
+    assert [j.data for j in boss.find_jobs("echo")] == [{"from": "cron"}]
+
+
+def test_the_monitor_survives_a_database_restart():
+    boss.create_queue("slow", expire_in_seconds=1, retry_limit=1)
+    monitor = subprocess.Popen(
+        [sys.executable, "-m", "django", "pgboss_monitor", "--interval", "1"],
+        cwd=REPO,
+        env=worker_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: "monitor started" in _peek_stderr(monitor), timeout=30)
+        connection.close()
+        subprocess.run(["bash", str(REPO / "scripts" / "testdb.sh"), "stop"], check=True, capture_output=True)
+        wait_for(lambda: "monitor pass failed" in _peek_stderr(monitor), timeout=30, interval=0.2)
+        subprocess.run(
+            ["bash", str(REPO / "scripts" / "testdb.sh"), "start"], check=True, capture_output=True
+        )
+        boss.send("slow", {})
+        (job,) = boss.fetch("slow")
+        rows("UPDATE {s}.job SET started_on = started_on - interval '1 minute' WHERE id = %s", [job.id])
+        wait_for(lambda: job_row(job.id, "state") == ("retry",), timeout=60, interval=0.5)
+    finally:
+        monitor.send_signal(signal.SIGTERM)
+        monitor.communicate(timeout=30)
+    assert monitor.returncode == 0

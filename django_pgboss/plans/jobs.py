@@ -45,7 +45,9 @@ def listen(channel: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def insert_jobs(schema: str, table: str, *, returning: bool = True, notify: bool = False) -> str:
+def insert_jobs(
+    schema: str, table: str, *, returning: bool = True, notify: bool = False, slots: bool = False
+) -> str:
     """Insert a batch of jobs from a JSON array, in one statement.
 
     Parameters: the JSON array, the queue name, and (with notify) the schema key and queue name for
@@ -54,6 +56,10 @@ def insert_jobs(schema: str, table: str, *, returning: bool = True, notify: bool
     relative to job_now(). singleton_on is the throttle slot: job_now() floored to a multiple of
     singletonSeconds, shifted by singletonOffset for a debounced job's next slot. ON CONFLICT DO
     NOTHING is how a policy or throttle slot drops a job: it simply returns no id.
+
+    With ``slots`` each job may name its throttle slot outright ("__singletonSlot", a UTC timestamp):
+    the cron pass files an occurrence in the minute the occurrence falls in, which an offset from
+    job_now() (insert time) cannot pin. Only that internal statement declares the field.
 
     With notify, one pg_notify is issued, and only when some inserted job is runnable now; the
     notification is delivered on commit, with the jobs.
@@ -72,7 +78,8 @@ def insert_jobs(schema: str, table: str, *, returning: bool = True, notify: bool
       j.start_after,
       {schema}.job_now(),
       j."singletonKey",
-      CASE WHEN j."singletonSeconds" IS NOT NULL THEN
+      CASE {'WHEN j."__singletonSlot" IS NOT NULL THEN j."__singletonSlot"::timestamp' if slots else ""}
+        WHEN j."singletonSeconds" IS NOT NULL THEN
         'epoch'::timestamp + '1s'::interval * (j."singletonSeconds"::float8 * floor(
           (date_part('epoch', {schema}.job_now()) + COALESCE(j."singletonOffset", 0)::float8)
           / j."singletonSeconds"::float8))
@@ -96,7 +103,7 @@ def insert_jobs(schema: str, table: str, *, returning: bool = True, notify: bool
             THEN x."startAfter"::timestamptz
           ELSE {schema}.job_now() + COALESCE(x."startAfter", '0')::interval
         END AS start_after
-      FROM json_to_recordset(%s::json) AS x ({_RECORDSET}
+      FROM json_to_recordset(%s::json) AS x ({_RECORDSET}{"," + chr(10) + '        "__singletonSlot" text' if slots else ""}
       )
     ) j
     JOIN {schema}.queue q ON q.name = %s

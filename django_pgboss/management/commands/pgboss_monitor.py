@@ -5,18 +5,24 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connections
 
+from django_pgboss.management.console import configure_logging
 from django_pgboss.manager import Boss
+from django_pgboss.schedules import CRON_INTERVAL_SECONDS, run_timekeeper
 
 logger = logging.getLogger("django_pgboss.monitor")
 
 
 class Command(BaseCommand):
-    help = "Supervise the queues: fail jobs past their expiry or heartbeat so they retry, on an interval."
+    help = (
+        "Run the monitor: count queues and keep their stats history, fail expired and stalled jobs so they "
+        "retry, delete old jobs, and send cron schedules' jobs."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="run one pass and exit")
@@ -31,6 +37,7 @@ class Command(BaseCommand):
         interval = options["interval"]
         if interval < 1:
             raise CommandError(f"--interval must be at least 1 second, not {interval}")
+        configure_logging(options["verbosity"])
         boss = Boss()
         queues = options["queues"]
         if queues:
@@ -41,6 +48,7 @@ class Command(BaseCommand):
                 )
         if options["once"]:
             self._report(boss.supervise(queues))
+            self._report_cron(run_timekeeper(boss))
             return
         stop = threading.Event()
 
@@ -50,16 +58,32 @@ class Command(BaseCommand):
 
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, on_signal)
-        logger.info("monitor started: a pass every %ss", interval)
+        logger.info("monitor started: a pass every %ss, cron every %ss", interval, CRON_INTERVAL_SECONDS)
+        next_pass = next_cron = time.monotonic()
+        failures = 0
         while not stop.is_set():
             try:
-                self._report(boss.supervise(queues))
+                if time.monotonic() >= next_pass:
+                    self._report(boss.supervise(queues))
+                    next_pass = time.monotonic() + interval
+                if time.monotonic() >= next_cron:
+                    self._report_cron(run_timekeeper(boss))
+                    next_cron = time.monotonic() + CRON_INTERVAL_SECONDS
+                failures = 0
             except DatabaseError as exc:
-                # A database restart must not end the monitor: drop the connection, try next time.
-                logger.warning("monitor pass failed (%s); retrying next interval", exc)
+                # A database restart must not end the monitor: drop the connection, back off, retry.
+                failures += 1
+                delay = min(60.0, 2.0**failures)
+                logger.warning("monitor pass failed (%s); retrying in %.0fs", exc, delay)
                 connections.close_all()
-            stop.wait(interval)
+                stop.wait(delay)
+                continue
+            stop.wait(max(min(next_pass, next_cron) - time.monotonic(), 0))
         connections.close_all()
+
+    def _report_cron(self, report: Any) -> None:
+        if report.claimed or report.sent:
+            self.stdout.write(f"cron pass: {report.filed} occurrence(s) filed, {report.sent} job(s) sent")
 
     def _report(self, report: Any) -> None:
         self.stdout.write(

@@ -11,6 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_pgboss.exceptions import PgBossError
+from django_pgboss.management.console import configure_logging
 from django_pgboss.manager import Boss
 from django_pgboss.registry import autodiscover, registrations
 from django_pgboss.worker import Worker
@@ -63,7 +64,7 @@ class Command(BaseCommand):
             ]
         except PgBossError as exc:
             raise CommandError(str(exc)) from exc
-        self._configure_logging(options["verbosity"])
+        configure_logging(options["verbosity"])
         worker = Worker(
             plans,
             boss=boss,
@@ -103,14 +104,6 @@ class Command(BaseCommand):
                 f"registered: {', '.join(sorted(registered))}"
             )
         return {q: registered[q] for q in queues}
-
-    def _configure_logging(self, verbosity: int) -> None:
-        logger = logging.getLogger("django_pgboss")
-        if not logger.handlers and not logging.getLogger().handlers:
-            handler = logging.StreamHandler()
-            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-            logger.addHandler(handler)
-        logger.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
 
     def _install_signal_handlers(self, worker: Worker) -> None:
         received: list[int] = []
