@@ -361,3 +361,78 @@ def test_without_persisted_stats_the_history_is_the_last_count(queue):
         boss.supervise()
         (point,) = boss.get_queue_stats(queue)
     assert (point.queued_count, point.created_delta, point.captured_on) == (1, None, now())
+
+
+# -- monitors side by side ----------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_three_monitors_racing_count_each_queue_once_without_deadlock():
+    import threading
+
+    from django.db import connections
+
+    from django_pgboss import Boss
+
+    names = [f"race-{n}" for n in range(6)]
+    for index, name in enumerate(names):
+        boss.create_queue(name, partition=index % 2 == 0, expire_in_seconds=1)
+        boss.insert(name, [{"data": i} for i in range(20)])
+        boss.fetch(name, batch_size=5)
+
+    def monitor(start: threading.Barrier, reports: list, errors: list) -> None:
+        try:
+            start.wait()
+            reports.append(Boss().supervise())
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    for round_ in range(3):
+        start = threading.Barrier(3)
+        reports, errors = [], []
+        threads = [threading.Thread(target=monitor, args=(start, reports, errors)) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert errors == []
+        counted = sorted(name for report in reports for name in report.counted)
+        assert counted == sorted(names)  # each queue counted by exactly one monitor this pass
+        assert rows("SELECT name, count(*) FROM {s}.queue_stats GROUP BY name ORDER BY name") == [
+            (name, round_ + 1) for name in sorted(names)
+        ]
+        elapse()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_counters_agree_with_a_recount_over_a_mixed_workload():
+    boss.create_queue("mixed", retry_limit=0)
+    boss.supervise()  # starts the window
+    rows("UPDATE {s}.queue SET delta_on = now() - interval '1 hour'")
+    boss.insert("mixed", [{"data": i, "priority": 1} for i in range(50)])
+    retriable = boss.insert("mixed", [{"data": i, "retry_limit": 1} for i in range(10)], return_ids=True)
+    jobs = boss.fetch("mixed", batch_size=50)  # the priority-1 jobs
+    boss.complete("mixed", jobs[:20])
+    boss.fail("mixed", jobs[20:30])  # no retries left: failed
+    boss.cancel("mixed", jobs[30:35])  # neither completed nor failed
+    retrying = boss.fetch("mixed", batch_size=10)
+    assert sorted(j.id for j in retrying) == sorted(retriable)
+    boss.fail("mixed", retrying)  # back to retry: not failed (yet)
+    # All of it committed just now; move it inside the counting window, as time passing would.
+    rows(
+        "UPDATE {s}.job SET created_on = created_on - interval '1 minute', "
+        "completed_on = completed_on - interval '1 minute'"
+    )
+    elapse()
+    boss.supervise()
+    recount = rows(
+        "SELECT count(*), count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'failed') "
+        "FROM {s}.job WHERE name = 'mixed'"
+    )
+    assert recount == [(60, 20, 10)]
+    assert (
+        rows("SELECT created_delta, completed_delta, failed_delta FROM {s}.queue WHERE name = 'mixed'")
+        == recount
+    )
