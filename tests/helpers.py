@@ -38,3 +38,11 @@ def count_jobs(name: str | None = None) -> int:
     if name is None:
         return rows("SELECT count(*) FROM {s}.job")[0][0]
     return rows("SELECT count(*) FROM {s}.job WHERE name = %s", [name])[0][0]
+
+
+def pgboss_settings_with(**changes: Any):
+    """override_settings for some PGBOSS keys, keeping the others (the suite's SCHEMA above all)."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    return override_settings(PGBOSS={**getattr(settings, "PGBOSS", {}), **changes})

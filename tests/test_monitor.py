@@ -10,11 +10,10 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from django.test import override_settings
 
 from django_pgboss import boss
 from django_pgboss.monitor import PassReport, _apply_backoff
-from tests.helpers import job_row, rows
+from tests.helpers import job_row, pgboss_settings_with, rows
 
 pytestmark = pytest.mark.django_db
 
@@ -133,7 +132,7 @@ def test_a_pass_that_does_not_count_leaves_the_window_open(queue):
     job_id = boss.send(queue)
     stamp(job_id, "created_on", 40)
     elapse()
-    with override_settings(PGBOSS={"PERSIST_QUEUE_STATS": False}):
+    with pgboss_settings_with(PERSIST_QUEUE_STATS=False):
         boss.supervise()
     # The gauges were refreshed, the window was not moved.
     assert queue_row(queue, "queued_count", "delta_on") == (1, now() - dt.timedelta(seconds=70))
@@ -248,7 +247,7 @@ def test_stats_partitions_are_kept_ahead_and_dropped_after_retention():
 def test_backlog_warning_is_logged_and_persisted_when_enabled(queue, caplog):
     boss.update_queue(queue, warning_queue_size=2)
     boss.insert(queue, [{"data": n} for n in range(3)])
-    with override_settings(PGBOSS={"PERSIST_WARNINGS": True}):
+    with pgboss_settings_with(PERSIST_WARNINGS=True):
         report = boss.supervise()
     assert report.warnings == ["queue_backlog"]
     assert 'queue "q" has 3 jobs' in caplog.text
@@ -356,7 +355,7 @@ def test_history_of_an_unknown_queue():
 
 def test_without_persisted_stats_the_history_is_the_last_count(queue):
     boss.send(queue)
-    with override_settings(PGBOSS={"PERSIST_QUEUE_STATS": False}):
+    with pgboss_settings_with(PERSIST_QUEUE_STATS=False):
         assert boss.get_queue_stats(queue) == []
         boss.supervise()
         (point,) = boss.get_queue_stats(queue)
