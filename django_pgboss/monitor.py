@@ -79,15 +79,6 @@ def supervise(boss: Boss, queues: Iterable[str] | None = None) -> PassReport:
     return report
 
 
-def fail_silent_jobs(boss: Boss, queues: Iterable[str] | None = None) -> dict[str, int]:
-    """Only step 3 of the pass: fail expired and stalled jobs; returns {"expired", "stalled"}."""
-    report = PassReport()
-    names = None if queues is None else [validate_queue_name(q) for q in queues]
-    for table, table_queues in _queue_tables(boss, names):
-        _fail_silent(boss, table, table_queues, report)
-    return {"expired": report.expired, "stalled": report.stalled}
-
-
 def _queue_tables(boss: Boss, names: list[str] | None) -> list[tuple[str, list[str]]]:
     with boss.cursor() as cursor:
         if names is None:

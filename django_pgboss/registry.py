@@ -120,12 +120,6 @@ def registrations() -> dict[str, Registration]:
         return dict(_registry)
 
 
-def unregister(queue: str) -> None:
-    """Forget a queue's handler (tests register throwaway handlers)."""
-    with _lock:
-        _registry.pop(queue, None)
-
-
 def autodiscover() -> None:
     """Import each installed app's ``jobs`` module, where @work handlers live."""
     autodiscover_modules("jobs")
