@@ -7,24 +7,26 @@ alternating within each repeat and starting from an empty, checkpointed job tabl
 bench/enqueue.py); the figure is the median time per job. The difference between two steps is
 what the removed layer costs:
 
-  1 boss.send                              everything, with Django's defaults
-  2 Django cursor, Boss's statement        1-2: Boss's own Python (validation, payload, SQL text)
-  3 psycopg ClientCursor on Django's connection, same statement (the cursor Django wraps)
+  1 boss.send                              everything, with django_pgboss's defaults (its own
+                                           statements prepared, PGBOSS PREPARED_STATEMENTS)
+  2 statement_cursor, Boss's statement     Boss's cursor (Django's wrapper around a reused,
+                                           server-side binding psycopg cursor) running the exact
+                                           statement and parameters send() runs for QUEUE
+                                           1-2: Boss's own Python (validation, payload, routing)
+  3 psycopg.Cursor on Django's connection, same statement, prepared, no Django wrapper
                                            2-3: Django's cursor wrapper
-  4 psycopg.Cursor on Django's connection, same statement with prepare=True, inside Django's
-    wrap_database_errors (and prepare_threshold set on that connection): what Boss._insert
-    could do
-                                           3-4: parsing and planning the statement on every send
-  5 raw psycopg connection, INSERT ... ON CONFLICT DO NOTHING RETURNING id, prepared
-                                           4-5: executing Boss's statement rather than the
-                                           simplest one with the semantics send() needs (a policy
-                                           may drop the job; the caller gets the id)
-  6 raw psycopg connection, INSERT ... VALUES, prepared
-                                           the ceiling of bench/enqueue.py; 5-6: those semantics
+  4 raw psycopg connection, INSERT ... VALUES (%s, %s) RETURNING id, prepared
+                                           3-4: executing Boss's statement rather than the
+                                           simplest one with the semantics send() needs on a
+                                           standard queue (the caller gets the id; no unique index
+                                           can refuse the row, so no ON CONFLICT)
+  5 raw psycopg connection, INSERT ... VALUES, prepared
+                                           the ceiling of bench/enqueue.py; 4-5: RETURNING id
 
-Two more lines: boss.send through the "prepared" alias of bench/settings.py (server-side binding,
-prepare_threshold=5: a settings-only remedy), and Boss's Python alone, timed with the database
-calls stubbed out, which checks 1-2 without the noise of a difference of two timed runs.
+Two more lines: boss.send with PGBOSS PREPARED_STATEMENTS = False (Django's own cursor: client-side
+binding, parsed and planned on every send), what preparing is worth; and Boss's Python alone,
+timed with the database calls stubbed out, which checks 1-2 without the noise of a difference of
+two timed runs.
 """
 
 from __future__ import annotations
@@ -43,23 +45,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import psycopg
 from django.core.management import call_command
 from django.db import connections
+from django.test import override_settings
 from psycopg.types.json import Jsonb
 
 from bench.enqueue import QUEUE, SINGLE_SQL, TABLE, count_jobs, raw_connection, reset, source_revision
+from django_pgboss.conf import pgboss_settings
+from django_pgboss.connection import statement_cursor
 from django_pgboss.manager import Boss
 from django_pgboss.plans import jobs as job_plans
 
-SEMANTIC_SQL = f"INSERT INTO {TABLE} (name, data) VALUES (%s, %s) ON CONFLICT DO NOTHING RETURNING id"
+RETURNING_SQL = f"{SINGLE_SQL} RETURNING id"
 
 
 def boss_statement() -> str:
-    """The statement Boss.send() runs for QUEUE (a standard queue in job_common, no NOTIFY)."""
-    return job_plans.insert_jobs(Boss()._q, "job_common", returning=True, notify=False)
+    """The statement Boss.send() runs for QUEUE: one job, a standard queue in job_common, no NOTIFY,
+    in autocommit, so without ON CONFLICT."""
+    return job_plans.insert_job(Boss()._q, "job_common", on_conflict=False)
 
 
-def body(i: int) -> str:
-    # The JSON array Boss builds for send(QUEUE, {"i": i}): one job, only its data set.
-    return f'[{{"data":{{"i":{i}}}}}]'
+def params(i: int) -> dict[str, Any]:
+    # The parameters Boss builds for send(QUEUE, {"i": i}): only the data set, no options.
+    return {"name": QUEUE, "data": f'{{"i":{i}}}', "options": None}
 
 
 class _StubCursor:
@@ -116,57 +122,54 @@ def main() -> None:
         for i in range(100):
             counting.send(QUEUE, {"i": i})
     per_send = len(statements) / 100
+    # The step must run what send() runs; a drift of send() away from insert_job() would make
+    # steps 2 and 3 measure another statement.
+    if set(statements) != {sql}:
+        raise SystemExit("boss.send() no longer runs insert_job(on_conflict=False); update boss_statement()")
 
     def boss_send(n: int) -> None:
         b = Boss()
         for i in range(n):
             b.send(QUEUE, {"i": i})
 
-    def django_cursor(n: int) -> None:
+    def boss_cursor(n: int) -> None:
         for i in range(n):
-            with django_conn.cursor() as cursor:
-                cursor.execute(sql, [body(i), QUEUE])
+            with statement_cursor("default") as cursor:
+                cursor.execute(sql, params(i))
                 cursor.fetchall()
 
-    def client_cursor(n: int) -> None:
+    def psycopg_cursor(n: int) -> None:
+        # The psycopg cursor statement_cursor() wraps, used bare. Django opens its connection with
+        # prepare_threshold=None, under which psycopg ignores even prepare=True; statement_cursor()
+        # has set it by now (step 1 runs first), this is for a step run on its own.
+        raw = django_conn.connection
+        if raw.prepare_threshold is None:
+            raw.prepare_threshold = 1
+        cursor = psycopg.Cursor(raw)
         for i in range(n):
-            psycopg.ClientCursor(django_conn.connection).execute(sql, (body(i), QUEUE)).fetchall()
-
-    def prepared(n: int) -> None:
-        # Server-side binding on Django's own connection (so the same transaction as the caller's
-        # writes), errors still translated into Django's; psycopg prepares the statement once per
-        # connection and PostgreSQL switches to a cached generic plan after five executions.
-        # Django opens its connection with prepare_threshold=None, which makes psycopg ignore even
-        # prepare=True; any number enables explicit preparing, and Django's own cursors, being
-        # client-side binding cursors, still never prepare.
-        django_conn.connection.prepare_threshold = 5
-        for i in range(n):
-            with django_conn.wrap_database_errors, psycopg.Cursor(django_conn.connection) as cursor:
-                cursor.execute(sql, (body(i), QUEUE), prepare=True).fetchall()
+            cursor.execute(sql, params(i), prepare=True).fetchall()
 
     def semantic(n: int) -> None:
         cur = conn.cursor()
         for i in range(n):
-            cur.execute(SEMANTIC_SQL, (QUEUE, Jsonb({"i": i})), prepare=True).fetchall()
+            cur.execute(RETURNING_SQL, (QUEUE, Jsonb({"i": i})), prepare=True).fetchall()
 
     def ceiling(n: int) -> None:
         cur = conn.cursor()
         for i in range(n):
             cur.execute(SINGLE_SQL, (QUEUE, Jsonb({"i": i})), prepare=True)
 
-    def boss_send_prepared(n: int) -> None:
-        b = Boss(using="prepared")
-        for i in range(n):
-            b.send(QUEUE, {"i": i})
+    def boss_send_unprepared(n: int) -> None:
+        with override_settings(PGBOSS={"SCHEMA": pgboss_settings.SCHEMA, "PREPARED_STATEMENTS": False}):
+            boss_send(n)
 
     steps: list[tuple[str, Callable[[int], None]]] = [
         ("1 boss.send", boss_send),
-        ("2 Django cursor, Boss's statement", django_cursor),
-        ("3 psycopg ClientCursor, Boss's statement", client_cursor),
-        ("4 psycopg.Cursor, Boss's statement prepared", prepared),
-        ("5 raw: ON CONFLICT .. RETURNING id, prepared", semantic),
-        ("6 raw: INSERT .. VALUES, prepared (ceiling)", ceiling),
-        ("boss.send, alias 'prepared'", boss_send_prepared),
+        ("2 statement_cursor, Boss's statement", boss_cursor),
+        ("3 psycopg.Cursor, Boss's statement", psycopg_cursor),
+        ("4 raw: INSERT .. RETURNING id, prepared", semantic),
+        ("5 raw: INSERT .. VALUES, prepared (ceiling)", ceiling),
+        ("boss.send, PREPARED_STATEMENTS False", boss_send_unprepared),
     ]
     per_job: dict[str, list[float]] = {label: [] for label, _ in steps}
     for repeat in range(args.repeat):
@@ -204,9 +207,9 @@ def main() -> None:
     layers = [
         ("Boss's Python (1-2)", step[0], step[1]),
         ("Django's cursor wrapper (2-3)", step[1], step[2]),
-        ("parse + plan of Boss's statement, every send (3-4)", step[2], step[3]),
-        ("executing Boss's statement vs the semantic minimum (4-5)", step[3], step[4]),
-        ("ON CONFLICT DO NOTHING + RETURNING id (5-6)", step[4], step[5]),
+        ("executing Boss's statement vs the semantic minimum (3-4)", step[2], step[3]),
+        ("RETURNING id (4-5)", step[3], step[4]),
+        ("preparing, what it saves a send (unprepared - 1)", step[5], step[0]),
     ]
     for layer, upper, lower in layers:
         print(f"{layer:<58} {median[upper] - median[lower]:>6.0f} us")

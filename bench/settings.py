@@ -1,4 +1,4 @@
-"""Minimal Django settings for bench/enqueue.py and bench/profile_send.py.
+"""Minimal Django settings for the benchmarks in bench/ (enqueue.py, profile_send.py, drain.py).
 
 DATABASE_URL points at the durable cluster bench/cluster.sh starts (its default here), never at
 the test cluster. Only what migrate and Boss need is installed: django_pgboss, plus auth and
@@ -17,18 +17,6 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 
 DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:55450/pgboss_bench")}
-# The same database through server-side binding with psycopg's automatic prepared statements (Django
-# defaults to client-side binding and no prepared statements). bench/profile_send.py sends through
-# it to show what preparing Boss's insert statement is worth without changing django_pgboss.
-DATABASES["prepared"] = {
-    **DATABASES["default"],
-    "OPTIONS": {
-        **DATABASES["default"].get("OPTIONS", {}),
-        "server_side_binding": True,
-        "prepare_threshold": 5,
-    },
-}
-
 PGBOSS = {"SCHEMA": "pgboss"}
 
 INSTALLED_APPS = [

@@ -9,22 +9,33 @@
 # PostgreSQL refuses to run as root, so as root the server runs as the postgres user (runuser);
 # as another user it runs as that user. It listens on 127.0.0.1 only, on its own port
 # (PGBOSS_TEST_PORT, default 55433), with fsync off: a test cluster trades durability for speed.
-# The binaries are installed with apt-get when no /usr/lib/postgresql/*/bin exists.
+# PGBOSS_TEST_DURABLE=1 keeps PostgreSQL's durable defaults instead, naming them on the command
+# line so a hand-edited postgresql.conf cannot turn them off (bench/cluster.sh uses it: a
+# benchmark on a cluster that skips the WAL flush would measure a commit path no production queue
+# has). The binaries are installed with apt-get when no /usr/lib/postgresql/*/bin exists.
 set -euo pipefail
 
 PORT=${PGBOSS_TEST_PORT:-55433}
 PGDATA=${PGBOSS_TEST_PGDATA:-${TMPDIR:-/tmp}/django-pgboss-testdb-$PORT}
 DB=${PGBOSS_TEST_DBNAME:-pgboss}
+NAME=${PGBOSS_TEST_LABEL:-testdb}
+if [ "${PGBOSS_TEST_DURABLE:-0}" = 1 ]; then
+  SETTINGS="-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+  INITDB_SYNC=""
+else
+  SETTINGS="-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+  INITDB_SYNC="--no-sync"
+fi
 
 find_bin() {
   local dir
   dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
   if [ -z "$dir" ]; then
     if [ "$(id -u)" != 0 ]; then
-      echo "testdb: no PostgreSQL binaries in /usr/lib/postgresql; install them: apt-get install postgresql" >&2
+      echo "$NAME: no PostgreSQL binaries in /usr/lib/postgresql; install them: apt-get install postgresql" >&2
       exit 1
     fi
-    echo "testdb: installing PostgreSQL with apt-get" >&2
+    echo "$NAME: installing PostgreSQL with apt-get" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >/dev/null
     apt-get install -y -qq --no-install-recommends postgresql >/dev/null
@@ -49,15 +60,15 @@ start() {
     else
       install -d -m 700 "$PGDATA"
     fi
-    as_owner "$bin/initdb" -D "$PGDATA" -U postgres -A trust -E UTF8 --locale=C.UTF-8 --no-sync >/dev/null
+    as_owner "$bin/initdb" -D "$PGDATA" -U postgres -A trust -E UTF8 --locale=C.UTF-8 $INITDB_SYNC >/dev/null
   fi
   if ! as_owner "$bin/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then
     as_owner "$bin/pg_ctl" -D "$PGDATA" -l "$PGDATA/server.log" -w -t 60 \
-      -o "-h 127.0.0.1 -p $PORT -k $PGDATA -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+      -o "-h 127.0.0.1 -p $PORT -k $PGDATA $SETTINGS" \
       start >/dev/null || { cat "$PGDATA/server.log" >&2; exit 1; }
-    echo "testdb: started PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$PORT ($PGDATA)" >&2
+    echo "$NAME: started PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$PORT ($PGDATA)" >&2
   else
-    echo "testdb: reusing PostgreSQL already running on 127.0.0.1:$PORT" >&2
+    echo "$NAME: reusing PostgreSQL already running on 127.0.0.1:$PORT" >&2
   fi
   "$bin/pg_isready" -q -h 127.0.0.1 -p "$PORT" -t 30
   if ! "$bin/psql" -h 127.0.0.1 -p "$PORT" -U postgres -Atc "SELECT 1 FROM pg_database WHERE datname = '$DB'" postgres | grep -q 1; then
@@ -71,7 +82,7 @@ stop() {
   bin=$(find_bin)
   if [ -s "$PGDATA/PG_VERSION" ] && as_owner "$bin/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then
     as_owner "$bin/pg_ctl" -D "$PGDATA" -w -m fast stop >/dev/null
-    echo "testdb: stopped PostgreSQL on 127.0.0.1:$PORT" >&2
+    echo "$NAME: stopped PostgreSQL on 127.0.0.1:$PORT" >&2
   fi
 }
 
