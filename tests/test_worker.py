@@ -407,6 +407,17 @@ def run_monitor(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     )
 
 
+def start_monitor(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "django", "pgboss_monitor", *args],
+        cwd=REPO,
+        env=worker_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def test_monitor_once_fails_expired_jobs_for_retry():
     boss.create_queue("slow", expire_in_seconds=1, retry_limit=1)
     boss.send("slow", {})
@@ -420,14 +431,7 @@ def test_monitor_once_fails_expired_jobs_for_retry():
 
 def test_monitor_runs_until_sigterm():
     boss.create_queue("slow", expire_in_seconds=1, retry_limit=1)
-    monitor = subprocess.Popen(
-        [sys.executable, "-m", "django", "pgboss_monitor", "--interval", "1"],
-        cwd=REPO,
-        env=worker_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    monitor = start_monitor("--interval", "1")
     try:
         boss.send("slow", {})
         (job,) = boss.fetch("slow")
@@ -463,14 +467,7 @@ def test_monitor_once_sends_due_cron_jobs():
 
 def test_the_monitor_survives_a_database_restart():
     boss.create_queue("slow", expire_in_seconds=1, retry_limit=1)
-    monitor = subprocess.Popen(
-        [sys.executable, "-m", "django", "pgboss_monitor", "--interval", "1"],
-        cwd=REPO,
-        env=worker_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    monitor = start_monitor("--interval", "1")
     try:
         wait_for(lambda: "monitor started" in _peek_stderr(monitor), timeout=30)
         connection.close()
