@@ -412,14 +412,18 @@ class Boss:
 
     # -- monitoring ----------------------------------------------------------------------------
 
-    def supervise(self, queues: Iterable[str] | None = None) -> PassReport:
+    def supervise(
+        self, queues: Iterable[str] | None = None, *, interval_seconds: float | None = None
+    ) -> PassReport:
         """Run one monitor pass now (see django_pgboss.monitor): count the due queues (gauges,
         throughput, a queue_stats snapshot, the true-up), fail jobs past their expiry or heartbeat
         so they retry, and delete old jobs of queues whose retention is due. Any number of
-        monitors may run it at once."""
+        monitors may run it at once. A queue is counted and swept at most once per
+        ``interval_seconds`` (default PGBOSS["MONITOR_INTERVAL_SECONDS"]), by whichever monitor
+        claims it first."""
         from django_pgboss.monitor import supervise
 
-        return supervise(self, queues)
+        return supervise(self, queues, interval_seconds=interval_seconds)
 
     def get_queue_stats(
         self,

@@ -7,9 +7,10 @@ One pass, for every job table and every chunk of up to 100 of its queues:
 2. count them: the gauges (queued, ready, active, failed ...) and, with PERSIST_QUEUE_STATS, the
    throughput window; snapshot the result into queue_stats; true-up recent snapshots for queues
    whose recount shows late commits; warn about backlogs;
-3. fail jobs past their expiry or their heartbeat (every pass, for every queue: the statements are
-   idempotent, cheap and serialised by an advisory lock, and gating them on the claim would let a
-   monitor's interval delay recovery);
+3. fail the claimed queues' jobs past their expiry or their heartbeat (also while the vacuum
+   backoff holds the count off: those are narrow updates that pin nothing). Only claimed queues:
+   each sweep reads the queues' rows, and running it on every pass for every queue made the
+   sweeps most of a pass's cost (bench/README.md, "Supervise");
 4. claim the queues whose retention is due (maintain_on) and delete their old jobs.
 
 Then the tail: the vacuum backoff when the pass's aggregates held their snapshots too long, and
@@ -60,9 +61,16 @@ class PassReport:
     stats_seconds: float = 0.0
 
 
-def supervise(boss: Boss, queues: Iterable[str] | None = None) -> PassReport:
-    """Run one monitor pass over ``queues`` (default: every queue); see the module docstring."""
+def supervise(
+    boss: Boss, queues: Iterable[str] | None = None, *, interval_seconds: float | None = None
+) -> PassReport:
+    """Run one monitor pass over ``queues`` (default: every queue); see the module docstring.
+
+    A queue is counted and swept at most once per ``interval_seconds`` (default
+    PGBOSS["MONITOR_INTERVAL_SECONDS"]), whoever runs the passes.
+    """
     report = PassReport()
+    interval = interval_seconds if interval_seconds is not None else pgboss_settings.MONITOR_INTERVAL_SECONDS
     names = None if queues is None else [validate_queue_name(q) for q in queues]
     persist = pgboss_settings.PERSIST_QUEUE_STATS
     if persist:
@@ -71,8 +79,9 @@ def supervise(boss: Boss, queues: Iterable[str] | None = None) -> PassReport:
     for table, table_queues in _queue_tables(boss, names):
         for start in range(0, len(table_queues), CHUNK_SIZE):
             chunk = table_queues[start : start + CHUNK_SIZE]
-            _count(boss, table, chunk, persist, report)
-            _fail_silent(boss, table, chunk, report)
+            claimed = _count(boss, table, chunk, persist, interval, report)
+            if claimed:
+                _fail_silent(boss, table, claimed, report)
             _maintain(boss, table, chunk, report)
     _apply_backoff(boss, report)
     _retention(boss, persist)
@@ -94,18 +103,20 @@ def _lock_key(boss: Boss, name: str) -> str:
     return f".pgboss.{schema_key(boss.schema)}{name}"
 
 
-def _count(boss: Boss, table: str, chunk: list[str], persist: bool, report: PassReport) -> None:
+def _count(
+    boss: Boss, table: str, chunk: list[str], persist: bool, interval: float, report: PassReport
+) -> list[str]:
+    """Claim the due queues of a chunk and count them; returns the claimed names."""
     schema = boss.quoted_schema
-    interval = pgboss_settings.MONITOR_INTERVAL_SECONDS
     with boss.cursor() as cursor:
         cursor.execute(
             stats_plans.claim_due_queues(schema, "monitor_claim_on", fallback="monitor_on"), [chunk, interval]
         )
         claimed = cursor.fetchall()
-    if not claimed or not claimed[0][1]:
-        # Nothing due, or the vacuum backoff holds the aggregate off (expiry still runs).
-        return
     queues = [row[0] for row in claimed]
+    if not claimed or not claimed[0][1]:
+        # Nothing due, or the vacuum backoff holds the aggregate off (the sweeps still run).
+        return queues
     params = {
         "names": queues,
         "lock_key": _lock_key(boss, "queue-stats"),
@@ -115,7 +126,7 @@ def _count(boss: Boss, table: str, chunk: list[str], persist: bool, report: Pass
         cursor.execute(stats_plans.cache_queue_stats(schema, table, throughput=persist), params)
         rows = cursor.fetchall()
     if not rows:
-        return  # another monitor held the stats lock and is counting these queues
+        return queues  # another monitor held the stats lock and is counting these queues
     report.counted += [row[0] for row in rows]
     report.stats_seconds += max(row[4] for row in rows)
     if persist:
@@ -144,6 +155,7 @@ def _count(boss: Boss, table: str, chunk: list[str], persist: bool, report: Pass
                 f"state, over its warning threshold of {limit}. Your queue should be reviewed",
                 {"name": name, "queuedCount": queued, "warningQueueSize": threshold},
             )
+    return queues
 
 
 def _fail_silent(boss: Boss, table: str, queues: list[str], report: PassReport) -> None:

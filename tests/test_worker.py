@@ -170,7 +170,8 @@ def test_kill_9_mid_job_is_recovered_by_expiry_and_retried_to_completion(tmp_pat
     worker.kill()
     worker.communicate(timeout=30)
     assert job_row(job_id, "state") == ("active",)
-    wait_for(lambda: boss.supervise().expired == 1, timeout=10, interval=0.2)
+    # The monitor sweeps each queue once per interval; a pass every 1 s here.
+    wait_for(lambda: boss.supervise(interval_seconds=1).expired == 1, timeout=10, interval=1.1)
     assert job_row(job_id, "state", "output") == ("retry", {"value": {"message": "job timed out"}})
     # The retry: a fresh worker, and a job short enough to beat its expiry this time.
     rows("UPDATE {s}.job SET data = jsonb_set(data, '{sleep}', '0') WHERE id = %s", [job_id])

@@ -11,6 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connections
 
+from django_pgboss.conf import pgboss_settings
 from django_pgboss.management.console import configure_logging
 from django_pgboss.manager import Boss
 from django_pgboss.schedules import CRON_INTERVAL_SECONDS, run_timekeeper
@@ -27,7 +28,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="run one pass and exit")
         parser.add_argument(
-            "--interval", type=float, default=60.0, help="seconds between passes (default 60, at least 1)"
+            "--interval",
+            type=float,
+            help='seconds between passes, and how often each queue is counted and swept (default PGBOSS["MONITOR_INTERVAL_SECONDS"], at least 1)',
         )
         parser.add_argument(
             "--queue", action="append", dest="queues", metavar="Q", help="only this queue (repeatable)"
@@ -35,6 +38,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         interval = options["interval"]
+        if interval is None:
+            interval = float(pgboss_settings.MONITOR_INTERVAL_SECONDS)
         if interval < 1:
             raise CommandError(f"--interval must be at least 1 second, not {interval}")
         configure_logging(options["verbosity"])
@@ -47,7 +52,7 @@ class Command(BaseCommand):
                     f"queue(s) {', '.join(map(repr, missing))} do not exist in schema {boss.schema!r}"
                 )
         if options["once"]:
-            self._report(boss.supervise(queues))
+            self._report(boss.supervise(queues, interval_seconds=interval))
             self._report_cron(run_timekeeper(boss))
             return
         stop = threading.Event()
@@ -64,7 +69,7 @@ class Command(BaseCommand):
         while not stop.is_set():
             try:
                 if time.monotonic() >= next_pass:
-                    self._report(boss.supervise(queues))
+                    self._report(boss.supervise(queues, interval_seconds=interval))
                     next_pass = time.monotonic() + interval
                 if time.monotonic() >= next_cron:
                     self._report_cron(run_timekeeper(boss))
