@@ -60,13 +60,12 @@ if TYPE_CHECKING:
 class _QueueRoute:
     """What the job API needs to know of a queue: where its jobs live and how it behaves."""
 
-    __slots__ = ("dead_letter", "notify", "policy", "table")
+    __slots__ = ("notify", "policy", "table")
 
-    def __init__(self, table: str, policy: str, notify: bool, dead_letter: str | None) -> None:
+    def __init__(self, table: str, policy: str, notify: bool) -> None:
         self.table = quote_job_table(table)
         self.policy = policy
         self.notify = notify
-        self.dead_letter = dead_letter
 
 
 class Boss:
@@ -114,7 +113,9 @@ class Boss:
         """A cursor on this Boss's Django connection (for the monitor and worker internals)."""
         return self._cursor()
 
-    def _lock_key(self, name: str) -> str:
+    def lock_key(self, name: str) -> str:
+        """pg-boss's advisory-lock key for ``name``: '.pgboss.' + the schema as pg-boss spells it +
+        the name, so a pg-boss (Node) instance on the same schema and this one exclude each other."""
         return f".pgboss.{schema_key(self.schema)}{name}"
 
     def _cursor(self) -> Any:
@@ -139,7 +140,7 @@ class Boss:
         with transaction.atomic(using=self.using), self._cursor() as cursor:
             if options.get("dead_letter") is not None:
                 self._require_dead_letter(cursor, options["dead_letter"])
-            cursor.execute(queue_plans.advisory_lock(), [self._lock_key("create-queue")])
+            cursor.execute(queue_plans.advisory_lock(), [self.lock_key("create-queue")])
             cursor.execute(queue_plans.create_queue(self._q), [name, to_json(payload, "queue options")])
         self._forget_route(name)
 
@@ -173,7 +174,7 @@ class Boss:
                         f"queue {name!r} is the dead_letter of {', '.join(map(repr, users))}; "
                         "change or clear their dead_letter first"
                     )
-                cursor.execute(queue_plans.advisory_lock(), [self._lock_key("delete-queue")])
+                cursor.execute(queue_plans.advisory_lock(), [self.lock_key("delete-queue")])
                 cursor.execute(queue_plans.delete_queue(self._q), [name])
         except IntegrityError as exc:
             # Jobs of other queues still name it as their own dead_letter (a send option).

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.identifiers import quote_identifier, quote_job_table, schema_key
+from django_pgboss.identifiers import quote_identifier, quote_job_table
 from django_pgboss.options import to_json, validate_queue_name
 from django_pgboss.plans import maintenance as maintenance_plans
 from django_pgboss.plans import queues as queue_plans
@@ -97,12 +97,6 @@ def _queue_tables(boss: Boss, names: list[str] | None) -> list[tuple[str, list[s
         return [(quote_job_table(table), list(queues)) for table, queues in cursor.fetchall()]
 
 
-def _lock_key(boss: Boss, name: str) -> str:
-    # pg-boss's advisory-lock keys: '.pgboss.' + the schema as pg-boss spells it + a name, so
-    # a pg-boss (Node) monitor on the same schema and ours exclude each other.
-    return f".pgboss.{schema_key(boss.schema)}{name}"
-
-
 def _count(
     boss: Boss, table: str, chunk: list[str], persist: bool, interval: float, report: PassReport
 ) -> list[str]:
@@ -119,7 +113,7 @@ def _count(
         return queues
     params = {
         "names": queues,
-        "lock_key": _lock_key(boss, "queue-stats"),
+        "lock_key": boss.lock_key("queue-stats"),
         "reset_max": stats_plans.reset_max_seconds(interval),
     }
     with transaction.atomic(using=boss.using), boss.cursor() as cursor:
@@ -131,14 +125,14 @@ def _count(
     report.stats_seconds += max(row[4] for row in rows)
     if persist:
         with transaction.atomic(using=boss.using), boss.cursor() as cursor:
-            cursor.execute(queue_plans.advisory_lock(), [_lock_key(boss, "queue-stats-insert")])
+            cursor.execute(queue_plans.advisory_lock(), [boss.lock_key("queue-stats-insert")])
             cursor.execute(stats_plans.insert_queue_stats(schema), [[row[0] for row in rows]])
         late = [row[0] for row in rows if row[3]]
         if late:
             with transaction.atomic(using=boss.using), boss.cursor() as cursor:
                 cursor.execute(
                     stats_plans.true_up_queue_stats(schema, table),
-                    {"names": late, "lock_key": _lock_key(boss, "queue-stats")},
+                    {"names": late, "lock_key": boss.lock_key("queue-stats")},
                 )
                 trued = cursor.fetchone()
             if trued is not None:
@@ -166,7 +160,7 @@ def _fail_silent(boss: Boss, table: str, queues: list[str], report: PassReport) 
     )
     for kind, lock_name, plan, output in sweeps:
         with transaction.atomic(using=boss.using), boss.cursor() as cursor:
-            cursor.execute(queue_plans.advisory_lock(), [_lock_key(boss, f"{table}{lock_name}")])
+            cursor.execute(queue_plans.advisory_lock(), [boss.lock_key(f"{table}{lock_name}")])
             cursor.execute(plan(schema, table), [to_json(output, "output"), queues])
             setattr(report, kind, getattr(report, kind) + cursor.fetchone()[0])
 
@@ -182,7 +176,7 @@ def _maintain(boss: Boss, table: str, chunk: list[str], report: PassReport) -> N
     if not due:
         return
     with transaction.atomic(using=boss.using), boss.cursor() as cursor:
-        cursor.execute(queue_plans.advisory_lock(), [_lock_key(boss, f"{table}deletion")])
+        cursor.execute(queue_plans.advisory_lock(), [boss.lock_key(f"{table}deletion")])
         cursor.execute(maintenance_plans.delete_old_jobs(schema, table), [due])
         report.deleted += cursor.rowcount
     report.maintained += due

@@ -64,8 +64,6 @@ class Job:
 
 #: Job's field names, in the order the fetch and read statements return their columns.
 JOB_FIELDS = tuple(f.name for f in fields(Job))
-#: How many leading fields a fetch without include_metadata returns.
-JOB_MIN_FIELDS = JOB_FIELDS.index("policy")
 
 
 def job_from_row(row: Sequence[Any]) -> Job:

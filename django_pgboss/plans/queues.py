@@ -99,7 +99,7 @@ def get_queues(schema: str, *, by_name: bool) -> str:
 
 def get_queue_routing(schema: str) -> str:
     """The few columns the job API needs to reach a queue's jobs. Parameter: name."""
-    return f"SELECT table_name, policy, notify, dead_letter FROM {schema}.queue WHERE name = %s"
+    return f"SELECT table_name, policy, notify FROM {schema}.queue WHERE name = %s"
 
 
 def dead_letter_users(schema: str) -> str:
