@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from django_pgboss.constants import SCHEMA_VERSION, JobState, QueuePolicy
+from django_pgboss.deadletters import RedriveDestination, RedrivePreview, RedriveResult
 from django_pgboss.exceptions import (
     DeadLetterQueueNotFound,
     ImproperlyConfiguredSchema,
@@ -15,7 +16,9 @@ from django_pgboss.exceptions import (
     InvalidPolicy,
     InvalidQueueName,
     InvalidStartAfter,
+    InvalidTimestamp,
     JobDataNotSerializable,
+    NotADeadLetterQueue,
     PgBossError,
     QueueInUse,
     QueueNotFound,
@@ -37,15 +40,20 @@ __all__ = [
     "InvalidPolicy",
     "InvalidQueueName",
     "InvalidStartAfter",
+    "InvalidTimestamp",
     "Job",
     "JobDataNotSerializable",
     "JobState",
+    "NotADeadLetterQueue",
     "PgBossError",
     "QueueInUse",
     "QueueInfo",
     "QueueNotFound",
     "QueuePolicy",
     "ReadOnlyModelError",
+    "RedriveDestination",
+    "RedrivePreview",
+    "RedriveResult",
     "__version__",
     "boss",
     "work",

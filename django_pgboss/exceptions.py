@@ -55,3 +55,12 @@ class InvalidJobReference(PgBossError, ValueError):
 
 class QueueInUse(PgBossError):
     """A queue cannot be deleted while other queues or jobs name it as their dead letter queue."""
+
+
+class NotADeadLetterQueue(InvalidOption):
+    """redrive() or preview_redrive() was given a queue that no queue uses as its dead_letter and
+    that holds no dead-letter copies."""
+
+
+class InvalidTimestamp(InvalidOption):
+    """A moment (such as redrive's created_before) is neither a datetime nor an ISO 8601 string."""

@@ -21,6 +21,7 @@ from django.db import DatabaseError, IntegrityError, connections, transaction
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.connection import statement_cursor
 from django_pgboss.constants import QueuePolicy
+from django_pgboss.deadletters import DeadLetterAPI
 from django_pgboss.exceptions import (
     DeadLetterQueueNotFound,
     InvalidJobReference,
@@ -68,12 +69,13 @@ class _QueueRoute:
         self.notify = notify
 
 
-class Boss:
+class Boss(DeadLetterAPI):
     """The job API for one database alias and one pg-boss schema.
 
     ``Boss()`` uses settings.PGBOSS (``DATABASE`` and ``SCHEMA``); ``Boss(using=..., schema=...)``
     addresses another. Instances are cheap and thread-safe: each call takes a cursor on the calling
-    thread's Django connection.
+    thread's Django connection. The dead-letter methods (redrive, preview_redrive, get_lineage)
+    come from django_pgboss.deadletters.
     """
 
     def __init__(self, using: str | None = None, schema: str | None = None) -> None:

@@ -1,0 +1,245 @@
+"""Dead letters: redrive jobs back out of a dead-letter queue, preview a redrive, follow a lineage.
+
+Boss takes these methods from :class:`DeadLetterAPI`; they validate their arguments, read the
+queues involved, and run the statements of :mod:`django_pgboss.plans.redrive`. See
+docs/dead-letters.md for the semantics (pg-boss 12.35's redrive, with conflicts failed in place).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django_pgboss.exceptions import (
+    InvalidJobReference,
+    InvalidOption,
+    InvalidTimestamp,
+    NotADeadLetterQueue,
+    QueueNotFound,
+)
+from django_pgboss.identifiers import quote_job_table
+from django_pgboss.options import to_json, validate_queue_name
+from django_pgboss.payloads import attempt_references, int_option
+from django_pgboss.plans import queues as queue_plans
+from django_pgboss.plans import redrive as redrive_plans
+from django_pgboss.records import Job, job_from_row
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+
+@dataclass(frozen=True, slots=True)
+class RedriveResult:
+    """What one redrive() did.
+
+    ``moved`` jobs were re-created in their destination and left the dead-letter queue;
+    ``conflicted`` ones collided with the destination's policy and were failed in place in the
+    dead-letter queue with a redrive_conflict output; ``waiting`` ones were refused too but left
+    queued behind an older refused job of their key_strict_fifo key. ``moved_ids`` pairs each
+    moved job's dead-letter id with its new id, oldest first. ``int(result)`` is ``moved``, the
+    number pg-boss's redrive() returns.
+    """
+
+    moved: int
+    conflicted: int
+    waiting: int
+    moved_ids: tuple[tuple[str, str], ...]
+    conflicted_ids: tuple[str, ...]
+    waiting_ids: tuple[str, ...]
+
+    def __int__(self) -> int:
+        return self.moved
+
+
+@dataclass(frozen=True, slots=True)
+class RedriveDestination:
+    """A queue a redrive would send jobs to, and how many."""
+
+    name: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class RedrivePreview:
+    """What a redrive with the same filter would find: ``total`` matching jobs, of which
+    ``destinations`` say how many go to each existing queue (most first) and ``unroutable`` how
+    many have nowhere to go (no source queue, or it was deleted) and would stay put."""
+
+    total: int
+    destinations: tuple[RedriveDestination, ...]
+    unroutable: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """pg-boss's previewRedrive() shape: {"total", "destinations": [{"name", "count"}], "unroutable"}."""
+        return {
+            "total": self.total,
+            "destinations": [{"name": d.name, "count": d.count} for d in self.destinations],
+            "unroutable": self.unroutable,
+        }
+
+
+class DeadLetterAPI:
+    """Boss's dead-letter methods: redrive(), preview_redrive() and get_lineage()."""
+
+    if TYPE_CHECKING:
+        _q: str
+
+        def _cursor(self) -> AbstractContextManager[Any]: ...
+
+    def redrive(
+        self,
+        dlq_name: str,
+        *,
+        destination: str | None = None,
+        source_name: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        created_before: dt.datetime | dt.date | str | None = None,
+        ids: str | uuid.UUID | Job | Sequence[str | uuid.UUID | Job] | None = None,
+        limit: int = 1000,
+    ) -> RedriveResult:
+        """Move waiting jobs out of dead-letter queue ``dlq_name``, oldest first, at most ``limit``.
+
+        Each goes back to the queue it came from, or to ``destination``, as a new job with a new
+        id, that queue's current settings, and source_root_id naming its chain's first job.
+        ``source_name``, ``data`` (JSON containment), ``created_before`` and ``ids`` narrow the
+        jobs taken. A job the destination's policy refuses (short, stately, exclusive: its key is
+        taken there) is failed in place with a redrive_conflict output, never lost; a job with no
+        queue to go to stays. Jobs another redrive holds are skipped, so concurrent redrives never
+        move a job twice. Returns a RedriveResult (``int(result)`` is the number moved).
+        """
+        params = self._redrive_params(
+            dlq_name, destination, source_name, data, created_before, ids, limit=limit
+        )
+        table = self._dead_letter_table(dlq_name, destination)
+        with self._cursor() as cursor:
+            cursor.execute(redrive_plans.redrive(self._q, table), params)
+            taken = cursor.fetchall()
+        moved = tuple((str(old), str(new)) for old, new, _ in taken if new is not None)
+        conflicted = tuple(str(old) for old, new, refused in taken if new is None and refused)
+        waiting = tuple(str(old) for old, new, refused in taken if new is None and not refused)
+        return RedriveResult(len(moved), len(conflicted), len(waiting), moved, conflicted, waiting)
+
+    def preview_redrive(
+        self,
+        dlq_name: str,
+        *,
+        destination: str | None = None,
+        source_name: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        created_before: dt.datetime | dt.date | str | None = None,
+        ids: str | uuid.UUID | Job | Sequence[str | uuid.UUID | Job] | None = None,
+    ) -> RedrivePreview:
+        """What redrive() with the same filter would find, without changing anything.
+
+        Counts every matching job (a preview has no limit): per destination queue, and those with
+        nowhere to go (unroutable). It cannot foresee conflicts: whether the destination's policy
+        accepts a job is known only when it is re-created.
+        """
+        params = self._redrive_params(dlq_name, destination, source_name, data, created_before, ids)
+        table = self._dead_letter_table(dlq_name, destination)
+        with self._cursor() as cursor:
+            cursor.execute(redrive_plans.preview_redrive(self._q, table), params)
+            rows = cursor.fetchall()
+        destinations = [RedriveDestination(name, count) for name, routable, count in rows if routable]
+        destinations.sort(key=lambda d: (-d.count, d.name))
+        unroutable = sum(count for _, routable, count in rows if not routable)
+        total = unroutable + sum(d.count for d in destinations)
+        return RedrivePreview(total, tuple(destinations), unroutable)
+
+    def get_lineage(self, job_id: str | uuid.UUID | Job) -> list[Job]:
+        """Every job of the dead-letter chain that ``job_id`` belongs to, oldest first.
+
+        The chain is its first job (if it still exists), every dead-letter copy and every redriven
+        job, across queues, however many round trips it took; ``job_id`` may be any of them,
+        including a root that retention already deleted. A job never dead-lettered is a chain of
+        one; an unknown id gives []. Jobs carry every column, as get_job_by_id() returns them.
+        """
+        if isinstance(job_id, list | tuple | set):
+            raise InvalidJobReference(f"get_lineage() takes one job id, not {job_id!r}")
+        (canonical,), _ = attempt_references(job_id, "get_lineage")
+        with self._cursor() as cursor:
+            cursor.execute(redrive_plans.lineage(self._q), {"id": canonical})
+            return [job_from_row(row) for row in cursor.fetchall()]
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _redrive_params(
+        self,
+        dlq_name: str,
+        destination: Any,
+        source_name: Any,
+        data: Any,
+        created_before: Any,
+        ids: Any,
+        *,
+        limit: Any = None,
+    ) -> dict[str, Any]:
+        """Check a redrive's arguments (before anything is read or written) and bind them."""
+        validate_queue_name(dlq_name, "dead-letter queue name")
+        if destination is not None:
+            validate_queue_name(destination, "destination")
+        if source_name is not None:
+            validate_queue_name(source_name, "source_name")
+        if data is not None and not isinstance(data, Mapping):
+            raise InvalidOption(f"data must be a dict (matched by JSON containment), not {data!r}")
+        id_list = None
+        if ids is not None:
+            if isinstance(ids, list | tuple) and not ids:
+                raise InvalidJobReference("redrive ids must not be empty (leave ids out to take every job)")
+            id_list, _ = attempt_references(list(ids) if isinstance(ids, set) else ids, "redrive")
+        params = {
+            "name": dlq_name,
+            "destination": destination,
+            "source_name": source_name,
+            "data": to_json(data, "data filter"),
+            "created_before": _moment(created_before, "created_before"),
+            "ids": id_list,
+        }
+        if limit is not None:
+            int_option("limit", limit, minimum=1)
+            params["limit"] = limit
+        return params
+
+    def _dead_letter_table(self, dlq_name: str, destination: str | None) -> str:
+        """The dead-letter queue's job table, once it is known to be one and the destination exists.
+
+        Read fresh rather than from Boss's route cache: a redrive is rare, and reading the table of
+        a queue since re-created with a partition of its own would find nothing to move.
+        """
+        with self._cursor() as cursor:
+            cursor.execute(queue_plans.get_queue_routing(self._q), [dlq_name])
+            row = cursor.fetchone()
+            if row is None:
+                raise QueueNotFound(f"dead-letter queue {dlq_name!r} does not exist")
+            table = quote_job_table(row[0])
+            cursor.execute(redrive_plans.is_dead_letter_queue(self._q, table), {"name": dlq_name})
+            if not cursor.fetchone()[0]:
+                raise NotADeadLetterQueue(
+                    f"queue {dlq_name!r} is not a dead-letter queue: no queue has it as its "
+                    "dead_letter and it holds no dead-letter copies"
+                )
+            if destination is not None:
+                cursor.execute(queue_plans.get_queue_routing(self._q), [destination])
+                if cursor.fetchone() is None:
+                    raise QueueNotFound(f"destination queue {destination!r} does not exist")
+        return table
+
+
+def _moment(value: object, option: str) -> dt.datetime | None:
+    """A datetime, date or ISO 8601 string as an aware datetime (naive ones are taken as UTC)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+        except ValueError:
+            raise InvalidTimestamp(f"{option} {value!r} is not an ISO 8601 date or datetime") from None
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+    if isinstance(value, dt.date):
+        return dt.datetime.combine(value, dt.time(), tzinfo=dt.UTC)
+    raise InvalidTimestamp(f"{option} must be a datetime, a date or an ISO 8601 string, not {value!r}")

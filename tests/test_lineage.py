@@ -1,0 +1,133 @@
+"""get_lineage(): a dead-letter chain by source_root_id, from any id in it, across queues."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+from django.db import connection
+
+from django_pgboss import InvalidJobReference, boss
+from django_pgboss.plans import redrive as redrive_plans
+from tests.helpers import rows, schema_sql
+
+pytestmark = pytest.mark.django_db
+
+
+def fail_for_good(queue: str, job_id: str) -> str:
+    """Fail a job terminally (its queue has retry_limit 0) and return its dead-letter copy's id."""
+    assert boss.fail(queue, job_id, {"error": f"failed {job_id}"}) == 1
+    ((copy_id,),) = rows("SELECT id::text FROM {s}.job WHERE source_id = %s", [job_id])
+    return copy_id
+
+
+def stagger(*ids: str) -> None:
+    """Give the jobs increasing created_on, in the order given (a test runs in one transaction,
+    where job_now() does not move)."""
+    for offset, job_id in enumerate(ids):
+        rows(
+            "UPDATE {s}.job SET created_on = now() - interval '1 hour' + %s * interval '1 minute' WHERE id = %s",
+            [offset, job_id],
+        )
+
+
+def two_round_trips(partition: bool = False) -> dict[str, str]:
+    """send -> dead letter -> redrive -> dead letter -> redrive, returning every id on the way."""
+    boss.create_queue("dlq", partition=partition)
+    boss.create_queue("orders", retry_limit=0, dead_letter="dlq", partition=partition)
+    ids = {"root": boss.send("orders", {"order": 1})}
+    ids["copy1"] = fail_for_good("orders", ids["root"])
+    stagger(ids["root"], ids["copy1"])
+    result = boss.redrive("dlq")
+    ((_, ids["redriven1"]),) = result.moved_ids
+    ids["copy2"] = fail_for_good("orders", ids["redriven1"])
+    stagger(ids["root"], ids["redriven1"], ids["copy2"])
+    ((_, ids["redriven2"]),) = boss.redrive("dlq").moved_ids
+    stagger(ids["root"], ids["redriven1"], ids["redriven2"])
+    return ids
+
+
+@pytest.mark.parametrize("partition", [False, True])
+def test_lineage_across_two_round_trips_is_the_same_from_any_id(partition):
+    ids = two_round_trips(partition)
+    # The copies left the dead-letter queue when they were redriven; the chain is what remains.
+    expected = [ids["root"], ids["redriven1"], ids["redriven2"]]
+    for start in ("root", "redriven1", "redriven2"):
+        chain = boss.get_lineage(ids[start])
+        assert [job.id for job in chain] == expected
+    root, first, second = boss.get_lineage(ids["root"])
+    assert (root.name, root.state, root.source_root_id) == ("orders", "failed", None)
+    assert (first.name, first.state, first.source_root_id) == ("orders", "failed", ids["root"])
+    assert (second.name, second.state, second.source_root_id) == ("orders", "created", ids["root"])
+    assert first.output == {"error": f"failed {ids['redriven1']}"}
+
+
+def test_lineage_includes_dead_letter_copies_still_waiting():
+    boss.create_queue("dlq")
+    boss.create_queue("orders", retry_limit=0, dead_letter="dlq")
+    root = boss.send("orders")
+    copy = fail_for_good("orders", root)
+    stagger(root, copy)
+    for start in (root, copy):
+        chain = boss.get_lineage(start)
+        assert [(job.id, job.name) for job in chain] == [(root, "orders"), (copy, "dlq")]
+    assert chain[1].source_output == {"error": f"failed {root}"}
+    assert chain[1].source_id == root
+
+
+def test_lineage_when_the_root_was_deleted():
+    ids = two_round_trips()
+    assert boss.delete_job("orders", ids["root"]) == 1
+    for start in ("root", "redriven1", "redriven2"):
+        assert [job.id for job in boss.get_lineage(ids[start])] == [ids["redriven1"], ids["redriven2"]]
+
+
+def test_lineage_crosses_queues_through_a_destination_override():
+    boss.create_queue("dlq")
+    boss.create_queue("orders", retry_limit=0, dead_letter="dlq")
+    boss.create_queue("repairs", partition=True, retry_limit=0, dead_letter="dlq")
+    root = boss.send("orders")
+    fail_for_good("orders", root)
+    ((_, repaired),) = boss.redrive("dlq", destination="repairs").moved_ids
+    copy = fail_for_good("repairs", repaired)
+    stagger(root, repaired, copy)
+    chain = boss.get_lineage(copy)
+    assert [(job.name, job.id) for job in chain] == [("orders", root), ("repairs", repaired), ("dlq", copy)]
+
+
+def test_a_job_never_dead_lettered_is_a_chain_of_one_and_an_unknown_id_gives_nothing():
+    boss.create_queue("orders")
+    job_id = boss.send("orders", {"n": 1})
+    (job,) = boss.get_lineage(job_id)
+    assert (job.id, job.data, job.state) == (job_id, {"n": 1}, "created")
+    assert boss.get_lineage(str(uuid.uuid4())) == []
+    # A Job and a UUID name the same job as its id does.
+    assert boss.get_lineage(job) == boss.get_lineage(uuid.UUID(job_id)) == [job]
+
+
+def test_other_chains_are_left_out():
+    boss.create_queue("dlq")
+    boss.create_queue("orders", retry_limit=0, dead_letter="dlq")
+    first, second = boss.send("orders"), boss.send("orders")
+    first_copy = fail_for_good("orders", first)
+    fail_for_good("orders", second)
+    assert {job.id for job in boss.get_lineage(first_copy)} == {first, first_copy}
+
+
+@pytest.mark.parametrize("bad", ["not-a-uuid", "", None, 42, ["0" * 32], {"id": "x"}])
+def test_a_malformed_id_raises_invalid_job_reference(bad):
+    with pytest.raises(InvalidJobReference):
+        boss.get_lineage(bad)
+
+
+def test_the_chain_is_read_through_job_i12():
+    """The lookup's shape lets PostgreSQL use the partial index on source_root_id (with sequential
+    scans off, as a large table would make them too dear)."""
+    ids = two_round_trips()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + redrive_plans.lineage(schema_sql()), {"id": ids["redriven2"]})
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    # Each job table carries its own copy of job_i12, named after the table (job_common_i12, ...).
+    assert re.search(r"Index Scan using \w+_i12 on", plan), plan
