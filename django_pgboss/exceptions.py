@@ -64,3 +64,16 @@ class NotADeadLetterQueue(InvalidOption):
 
 class InvalidTimestamp(InvalidOption):
     """A moment (such as redrive's created_before) is neither a datetime nor an ISO 8601 string."""
+
+
+class TaskNotEnqueued(PgBossError):
+    """A task's job was dropped by its queue's policy or its singleton settings, so nothing runs."""
+
+
+class TaskNotFound(PgBossError, LookupError):
+    """A task job names a task that no longer imports, or a path that is not a task."""
+
+
+class TaskAttemptLost(PgBossError):
+    """A task attempt ended without the task's own outcome: it timed out, its heartbeat stopped,
+    or its worker stopped. A task result lists such an attempt as an error of this class."""

@@ -6,6 +6,8 @@ schema pg-boss's tables live in, so the suite can prove nothing hard-codes the d
 
 from __future__ import annotations
 
+import importlib.util
+
 import environ
 
 env = environ.Env()
@@ -27,6 +29,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_pgboss",
+    # Django 5.2 has no django.tasks: the backport stands in for it, as a project would install it.
+    *(["django_tasks"] if importlib.util.find_spec("django.tasks") is None else []),
     "tests.workapp",
     # Extra apps for a subprocess test to add (e.g. one whose jobs.py cannot be imported).
     *env.list("PGBOSS_TEST_EXTRA_APPS", default=[]),
@@ -52,6 +56,18 @@ TEMPLATES = [
         },
     }
 ]
+
+# The tasks backend under test (tests/test_tasks_backend.py); its tasks are in tests/taskapp/tasks.py.
+TASKS = {
+    "default": {
+        "BACKEND": "django_pgboss.tasks_backend.PgBossBackend",
+        "QUEUES": ["default", "tasks-other"],
+        "OPTIONS": {
+            "QUEUE_OPTIONS": {"retry_limit": 2},
+            "WORKER": {"concurrency": 2, "polling_interval_seconds": 0.2},
+        },
+    }
+}
 
 ROOT_URLCONF = "tests.urls"
 STATIC_URL = "/static/"

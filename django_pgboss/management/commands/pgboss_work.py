@@ -1,4 +1,5 @@
-"""manage.py pgboss_work: run the @work handlers of every installed app's jobs.py."""
+"""manage.py pgboss_work: run the @work handlers of every installed app's jobs.py, and the tasks
+of the django.tasks backends that are PgBossBackends (settings.TASKS)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,21 @@ import sys
 import threading
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_pgboss.exceptions import PgBossError
 from django_pgboss.management.console import configure_logging
 from django_pgboss.manager import Boss
-from django_pgboss.registry import autodiscover, registrations
+from django_pgboss.registry import Registration, autodiscover, registrations, task_registrations
 from django_pgboss.worker import Worker
 
 
 class Command(BaseCommand):
-    help = "Work jobs: fetch from the queues that have @work handlers and run them until stopped."
+    help = (
+        "Work jobs: fetch from the queues that have @work handlers, and the queues of PgBossBackend "
+        "tasks backends, and run them until stopped."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -27,6 +32,11 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, help="handler threads per queue (overrides @work)")
         parser.add_argument("--batch-size", type=int, help="jobs per fetch (overrides @work)")
         parser.add_argument("--burst", action="store_true", help="drain the queues, then exit")
+        parser.add_argument(
+            "--tasks-backend",
+            metavar="ALIAS",
+            help="work only the queues of this TASKS backend, on its database and schema",
+        )
         parser.add_argument("--max-jobs", type=int, help="stop after this many jobs")
         parser.add_argument(
             "--grace-seconds",
@@ -48,8 +58,27 @@ class Command(BaseCommand):
             raise CommandError(f"could not import a jobs module: {exc}") from exc
         except PgBossError as exc:
             raise CommandError(f"invalid @work registration: {exc}") from exc
-        selected = self._select(registrations(), options["queues"])
         boss = Boss()
+        handlers = registrations()
+        try:
+            if options["tasks_backend"]:
+                tasks, boss = self._tasks_backend(options["tasks_backend"])
+                handlers = tasks
+            else:
+                tasks = task_registrations(boss)
+                clash = sorted(set(tasks) & set(handlers))
+                if clash:
+                    raise CommandError(
+                        f"queue(s) {', '.join(map(repr, clash))} have both an @work handler and a tasks "
+                        f"backend ({tasks[clash[0]].label}); a queue is worked by one of them"
+                    )
+                handlers = {**handlers, **tasks}
+            selected = self._select(handlers, options["queues"])
+            # A tasks backend with CREATE_QUEUES creates its queues on first use; the worker is one.
+            for runner in {r.handler for name, r in selected.items() if name in tasks}:
+                runner.backend.ensure_queues()
+        except (PgBossError, ImproperlyConfigured) as exc:
+            raise CommandError(str(exc)) from exc
         existing = {q.name for q in boss.get_queues(list(selected))}
         missing = sorted(set(selected) - existing)
         if missing:
@@ -89,18 +118,32 @@ class Command(BaseCommand):
                 "stopped at once by a second signal; running jobs were failed so they are retried"
             )
 
+    def _tasks_backend(self, alias: str) -> tuple[dict[str, Registration], Boss]:
+        from django_pgboss.tasks_backend import PgBossBackend
+        from django_pgboss.tasks_compat import InvalidTaskBackend, task_backends
+
+        try:
+            backend = task_backends[alias]
+        except InvalidTaskBackend as exc:
+            raise CommandError(f"--tasks-backend {alias!r}: {exc}") from exc
+        if not isinstance(backend, PgBossBackend):
+            raise CommandError(
+                f"--tasks-backend {alias!r} is a {type(backend).__name__}, not a PgBossBackend"
+            )
+        return {r.queue: r for r in backend.registrations()}, backend.boss
+
     def _select(self, registered: dict[str, Any], queues: list[str] | None) -> dict[str, Any]:
         if not registered:
             raise CommandError(
                 "no @work handlers are registered: put them in an installed app's jobs.py "
-                "(from django_pgboss import work)"
+                "(from django_pgboss import work), or configure a PgBossBackend in TASKS"
             )
         if not queues:
             return registered
         unknown = [q for q in queues if q not in registered]
         if unknown:
             raise CommandError(
-                f"no @work handler for queue(s) {', '.join(map(repr, unknown))}; "
+                f"no @work handler for queue(s) {', '.join(map(repr, unknown))} (nor a tasks backend); "
                 f"registered: {', '.join(sorted(registered))}"
             )
         return {q: registered[q] for q in queues}

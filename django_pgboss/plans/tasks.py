@@ -1,0 +1,15 @@
+"""SQL for the django.tasks backend: reading a task's job when only its id is known."""
+
+from __future__ import annotations
+
+from django_pgboss.plans.jobs import JOB_COLUMNS
+
+
+def get_task_job(schema: str) -> str:
+    """One job with every column, looked up by id among a set of queues. Parameters: names, id.
+
+    A task result id is a job id, and the caller does not know which of the backend's queues the
+    job is in: the parent job table is read with the names as a list, so PostgreSQL prunes the
+    scan to the partitions of those queues and probes each by its primary key (name, id).
+    """
+    return f"SELECT {', '.join(JOB_COLUMNS)} FROM {schema}.job WHERE name = ANY(%s) AND id = %s"

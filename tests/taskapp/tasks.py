@@ -1,0 +1,76 @@
+"""Tasks the tasks backend tests enqueue (the backend in tests/settings.py TASKS)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from django_pgboss.tasks_compat import task
+
+
+@task
+def add(a, b):
+    return a + b
+
+
+@task()
+def describe(*args, **kwargs):
+    return {"args": list(args), "kwargs": kwargs}
+
+
+@task
+def fail_always(message):
+    raise ValueError(message)
+
+
+@task(takes_context=True)
+def succeed_on_attempt(context, attempt):
+    if context.attempt < attempt:
+        raise RuntimeError(f"attempt {context.attempt} fails")
+    return {
+        "attempt": context.attempt,
+        "result_id": context.task_result.id,
+        "worker_ids": context.task_result.worker_ids,
+        "earlier_errors": len(context.task_result.errors),
+    }
+
+
+@task
+async def async_add(a, b):
+    await asyncio.sleep(0.01)
+    # Each run gets an event loop of its own, on a thread that is not the worker's handler thread.
+    return {
+        "sum": a + b,
+        "loop": asyncio.get_running_loop().is_running(),
+        "thread": threading.current_thread().name,
+    }
+
+
+@task
+def label(name):
+    return name
+
+
+@task(queue_name="tasks-other")
+def on_other_queue():
+    return "other"
+
+
+@task
+def unstorable():
+    return {"handle": object()}
+
+
+@task(retry_limit=0, dead_letter="tasks-dead")
+def fail_to_dead_letter():
+    raise RuntimeError("no retries")
+
+
+@task(singleton_key="nightly-report", singleton_seconds=600)
+def nightly_report():
+    return "report"
+
+
+#: Not a task: the worker must refuse to run it when a job names it.
+def plain_function():
+    return "should never run"

@@ -1,0 +1,409 @@
+"""The django.tasks backend (Django 6) / django_tasks backend (Django 5.2): enqueue, work, read back.
+
+The backend is TASKS["default"] in tests/settings.py; the tasks are in tests/taskapp/tasks.py.
+The worker runs in this process (burst: it drains the queues and returns) or as
+``manage.py pgboss_work``, against the real database, so every result below was produced by a
+real worker claiming, running and settling the job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import threading
+import uuid
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import transaction
+from django.test import override_settings
+from django.utils import timezone
+
+from django_pgboss import boss
+from django_pgboss.exceptions import JobDataNotSerializable, QueueNotFound, TaskNotEnqueued
+from django_pgboss.tasks_backend import WORKER_ID, PgBossBackend, PgBossTask, UnresolvedTask
+from django_pgboss.tasks_compat import (
+    InvalidTask,
+    InvalidTaskBackend,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task,
+    task_backends,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
+from django_pgboss.worker import Worker
+from tests.helpers import count_jobs, job_row, rows
+from tests.taskapp import tasks
+from tests.test_worker import run_worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def work_tasks(alias: str = "default", **changes) -> None:
+    """Run pgboss_work's worker for a tasks backend in this process until its queues are drained."""
+    backend = task_backends[alias]
+    backend.ensure_queues()
+    registrations = [r.replace(**changes) for r in backend.registrations()]
+    Worker(registrations, boss=backend.boss, burst=True).run()
+
+
+def result_of(result):
+    return task_backends["default"].get_result(result.id)
+
+
+# -- enqueue -----------------------------------------------------------------------------------
+
+
+def test_enqueue_sends_a_job_with_the_task_path_args_kwargs_priority_and_queue():
+    result = tasks.describe.using(priority=40).enqueue(1, (2, 3), x={"y": None})
+    assert result.status == TaskResultStatus.READY
+    assert result.enqueued_at is not None
+    assert result.args == [1, [2, 3]]
+    name, data, priority, state = job_row(result.id, "name", "data", "priority", "state")
+    assert (name, priority, state) == ("default", 40, "created")
+    assert data == {"task": "tests.taskapp.tasks.describe", "args": [1, [2, 3]], "kwargs": {"x": {"y": None}}}
+    # The queue did not exist: CREATE_QUEUES made it with QUEUE_OPTIONS.
+    assert boss.get_queue("default").retry_limit == 2
+    other = tasks.on_other_queue.enqueue()
+    assert job_row(other.id, "name") == ("tasks-other",)
+
+
+def test_a_worker_runs_the_task_and_get_result_reads_its_return_value():
+    result = tasks.add.enqueue(2, 3)
+    work_tasks()
+    done = result_of(result)
+    assert done.status == TaskResultStatus.SUCCESSFUL
+    assert done.return_value == 5
+    assert done.errors == []
+    assert done.worker_ids == [WORKER_ID]
+    assert done.attempts == 1
+    assert done.enqueued_at <= done.started_at <= done.finished_at
+    assert done.last_attempted_at == done.started_at
+    assert done.task.module_path == "tests.taskapp.tasks.add"
+    assert done.args == [2, 3] and done.kwargs == {}
+    # Task.get_result() checks the id belongs to that task; refresh() updates a stale result.
+    assert tasks.add.get_result(result.id).return_value == 5
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL and result.return_value == 5
+
+
+def test_a_failing_task_is_retried_then_failed_with_the_error_of_each_attempt():
+    result = tasks.fail_always.enqueue("broken input")
+    work_tasks()
+    failed = result_of(result)
+    assert failed.status == TaskResultStatus.FAILED
+    assert failed.attempts == 3  # retry_limit 2: the first attempt and two retries
+    assert failed.worker_ids == [WORKER_ID] * 3
+    assert [error.exception_class_path for error in failed.errors] == ["builtins.ValueError"] * 3
+    assert failed.errors[-1].exception_class is ValueError
+    assert "ValueError: broken input" in failed.errors[-1].traceback
+    assert "fail_always" in failed.errors[-1].traceback
+    assert failed.finished_at is not None
+    with pytest.raises(ValueError, match="Task failed"):
+        _ = failed.return_value
+    assert job_row(result.id, "state", "retry_count") == ("failed", 2)
+
+
+def test_a_task_that_succeeds_on_a_retry_sees_its_attempt_and_keeps_the_earlier_error():
+    result = tasks.succeed_on_attempt.enqueue(2)
+    work_tasks()
+    done = result_of(result)
+    assert done.status == TaskResultStatus.SUCCESSFUL
+    assert done.return_value == {
+        "attempt": 2,
+        "result_id": result.id,
+        "worker_ids": [WORKER_ID, WORKER_ID],
+        "earlier_errors": 1,
+    }
+    assert done.attempts == 2
+    assert [e.exception_class_path for e in done.errors] == ["builtins.RuntimeError"]
+    assert "attempt 1 fails" in done.errors[0].traceback
+
+
+def test_run_after_defers_the_task_until_its_time():
+    later = timezone.now() + dt.timedelta(hours=1)
+    result = tasks.add.using(run_after=later).enqueue(1, 1)
+    (start_after,) = job_row(result.id, "start_after")
+    assert start_after == later
+    work_tasks()
+    waiting = result_of(result)
+    assert waiting.status == TaskResultStatus.READY
+    assert waiting.task.run_after == later
+    assert waiting.attempts == 0 and waiting.started_at is None
+    rows("UPDATE {s}.job SET start_after = now() WHERE id = %s", [result.id])
+    work_tasks()
+    assert result_of(result).return_value == 2
+
+
+def test_higher_priority_tasks_run_first():
+    results = {
+        name: tasks.label.using(priority=priority).enqueue(name)
+        for name, priority in [("low", -100), ("normal", 0), ("urgent", 100), ("high", 10)]
+    }
+    work_tasks(concurrency=1, batch_size=1)
+    done = {name: result_of(result) for name, result in results.items()}
+    assert [name for name, _ in sorted(done.items(), key=lambda item: item[1].started_at)] == [
+        "urgent",
+        "high",
+        "normal",
+        "low",
+    ]
+    assert done["low"].task.priority == -100
+
+
+def test_an_async_task_runs_on_an_event_loop():
+    result = tasks.async_add.enqueue(20, 22)
+    work_tasks()
+    value = result_of(result).return_value
+    assert value["sum"] == 42 and value["loop"] is True
+
+
+def test_aenqueue_and_aget_result_work_from_async_code():
+    async def enqueue_and_read():
+        result = await tasks.add.aenqueue(4, 5)
+        return result, await tasks.add.aget_result(result.id)
+
+    result, read = async_to_sync(enqueue_and_read)()
+    assert read.status == TaskResultStatus.READY and read.id == result.id
+    work_tasks()
+    assert async_to_sync(task_backends["default"].aget_result)(result.id).return_value == 9
+
+
+def test_a_task_enqueued_in_a_rolled_back_transaction_never_exists():
+    class Abort(Exception):
+        pass
+
+    with pytest.raises(Abort), transaction.atomic():
+        lost = tasks.add.enqueue(1, 2)
+        assert job_row(lost.id, "state") == ("created",)  # visible inside the transaction
+        raise Abort
+    with transaction.atomic():
+        kept = tasks.add.enqueue(3, 4)
+    with pytest.raises(TaskResultDoesNotExist):
+        result_of(lost)
+    work_tasks()
+    assert result_of(kept).return_value == 7
+    assert count_jobs("default") == 1
+
+
+def test_signals_are_sent_on_enqueue_start_and_finish():
+    seen = []
+    lock = threading.Lock()
+
+    def receiver(signal_name):
+        def receive(sender, task_result, **kwargs):
+            with lock:
+                seen.append(
+                    (
+                        signal_name,
+                        sender,
+                        task_result.task.name,
+                        task_result.status,
+                        list(task_result.worker_ids),
+                    )
+                )
+
+        return receive
+
+    receivers = {name: receiver(name) for name in ("enqueued", "started", "finished")}
+    task_enqueued.connect(receivers["enqueued"])
+    task_started.connect(receivers["started"])
+    task_finished.connect(receivers["finished"])
+    boss.create_queue("tasks-dead")
+    try:
+        tasks.add.enqueue(1, 2)
+        tasks.fail_to_dead_letter.enqueue()
+        work_tasks(concurrency=1)
+    finally:
+        task_enqueued.disconnect(receivers["enqueued"])
+        task_started.disconnect(receivers["started"])
+        task_finished.disconnect(receivers["finished"])
+    assert seen == [
+        ("enqueued", PgBossBackend, "add", TaskResultStatus.READY, []),
+        ("enqueued", PgBossBackend, "fail_to_dead_letter", TaskResultStatus.READY, []),
+        ("started", PgBossBackend, "add", TaskResultStatus.RUNNING, [WORKER_ID]),
+        ("finished", PgBossBackend, "add", TaskResultStatus.SUCCESSFUL, [WORKER_ID]),
+        ("started", PgBossBackend, "fail_to_dead_letter", TaskResultStatus.RUNNING, [WORKER_ID]),
+        ("finished", PgBossBackend, "fail_to_dead_letter", TaskResultStatus.FAILED, [WORKER_ID]),
+    ]
+
+
+# -- per-task pg-boss options ------------------------------------------------------------------
+
+
+def test_task_options_set_retry_limit_and_dead_letter_of_the_job():
+    boss.create_queue("tasks-dead")
+    assert isinstance(tasks.fail_to_dead_letter, PgBossTask)
+    result = tasks.fail_to_dead_letter.enqueue()
+    assert job_row(result.id, "retry_limit", "dead_letter") == (0, "tasks-dead")
+    work_tasks()
+    failed = result_of(result)
+    assert failed.status == TaskResultStatus.FAILED and failed.attempts == 1
+    ((copy_data, source_id),) = rows("SELECT data, source_id FROM {s}.job WHERE name = 'tasks-dead'")
+    assert str(source_id) == result.id
+    assert '"tests.taskapp.tasks.fail_to_dead_letter"' in copy_data
+    # using() takes the options too, and None keeps the task's own.
+    assert tasks.fail_to_dead_letter.using(retry_limit=4, dead_letter=None).job_options == {
+        "retry_limit": 4,
+        "dead_letter": "tasks-dead",
+    }
+
+
+def test_a_singleton_task_dropped_by_its_slot_raises_task_not_enqueued():
+    first = tasks.nightly_report.enqueue()
+    assert job_row(first.id, "singleton_key") == ("nightly-report",)
+    with pytest.raises(TaskNotEnqueued, match="nightly_report was not enqueued"):
+        tasks.nightly_report.enqueue()
+    assert count_jobs("default") == 1
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+
+def test_a_task_that_is_not_module_level_is_invalid():
+    def nested():
+        return 1
+
+    with pytest.raises(InvalidTask, match="module level"):
+        task(nested)
+
+
+def test_a_queue_not_in_queues_is_invalid():
+    with pytest.raises(InvalidTask, match="'elsewhere' is not valid"):
+        tasks.add.using(queue_name="elsewhere")
+    with pytest.raises(InvalidTask, match="retry_limit must be an integer >= 0"):
+        tasks.add.using(retry_limit=-1)
+    with pytest.raises(TypeError, match="unknown option"):
+        tasks.add.using(retries=3)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [((object(), 1), {}, "Unsupported type"), ((1,), {"b": math.nan}, "Out of range float")],
+    ids=["object", "nan"],
+)
+def test_an_argument_that_is_not_json_raises_before_anything_is_written(args, kwargs, message):
+    with pytest.raises(JobDataNotSerializable, match=f"arguments of task tests.taskapp.tasks.add.*{message}"):
+        tasks.add.enqueue(*args, **kwargs)
+    assert count_jobs() == 0
+
+
+def test_a_return_value_that_is_not_json_fails_the_task():
+    result = tasks.unstorable.using(retry_limit=0).enqueue()
+    work_tasks()
+    failed = result_of(result)
+    assert failed.status == TaskResultStatus.FAILED
+    assert failed.errors[0].exception_class_path == "builtins.TypeError"
+
+
+def test_a_job_whose_task_no_longer_imports_fails_naming_the_path():
+    result = tasks.add.using(retry_limit=0).enqueue(1, 2)
+    rows(
+        "UPDATE {s}.job SET data = jsonb_set(data, '{task}', '\"tests.taskapp.tasks.removed\"') WHERE id = %s",
+        [result.id],
+    )
+    waiting = result_of(result)
+    assert isinstance(waiting.task, UnresolvedTask)
+    assert waiting.task.module_path == "tests.taskapp.tasks.removed"
+    assert waiting.status == TaskResultStatus.READY
+    work_tasks()
+    failed = result_of(result)
+    assert failed.status == TaskResultStatus.FAILED
+    (error,) = failed.errors
+    assert error.exception_class_path == "django_pgboss.exceptions.TaskNotFound"
+    assert "task 'tests.taskapp.tasks.removed' cannot be imported" in error.traceback
+
+
+def test_a_job_naming_something_that_is_not_a_task_is_refused():
+    boss.create_queue("default")
+    job_id = boss.send(
+        "default",
+        {"task": "tests.taskapp.tasks.plain_function", "args": [], "kwargs": {}},
+        retry_limit=0,
+    )
+    work_tasks()
+    failed = task_backends["default"].get_result(job_id)
+    assert failed.status == TaskResultStatus.FAILED
+    assert "is a function, not a task" in failed.errors[0].traceback
+    assert "should never run" not in failed.errors[0].traceback
+
+
+def test_get_result_of_an_unknown_id_raises_task_result_does_not_exist():
+    backend = task_backends["default"]
+    with pytest.raises(TaskResultDoesNotExist):
+        backend.get_result(str(uuid.uuid4()))
+    with pytest.raises(TaskResultDoesNotExist):
+        backend.get_result("not-a-uuid")
+    boss.create_queue("default")
+    plain = boss.send("default", {"not": "a task"})
+    with pytest.raises(TaskResultDoesNotExist):
+        backend.get_result(plain)
+    boss.create_queue("elsewhere")
+    foreign = boss.send("elsewhere", {"task": "tests.taskapp.tasks.add", "args": [1, 2], "kwargs": {}})
+    with pytest.raises(TaskResultDoesNotExist):
+        backend.get_result(foreign)  # a queue that is not one of this backend's
+
+
+def test_without_create_queues_a_missing_queue_raises_queue_not_found():
+    settings = {
+        "default": {
+            "BACKEND": "django_pgboss.tasks_backend.PgBossBackend",
+            "QUEUES": ["default"],
+            "OPTIONS": {"CREATE_QUEUES": False},
+        }
+    }
+    with override_settings(TASKS=settings):
+        with pytest.raises(QueueNotFound, match="'default' does not exist"):
+            tasks.add.enqueue(1, 2)
+        assert task_backends["default"].ensure_queues() == ["default"]
+    assert count_jobs() == 0
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"QUEUES": ["default"], "OPTIONS": {"SCHEMAS": "x"}}, "unknown key\\(s\\) SCHEMAS"),
+        ({"QUEUES": []}, "QUEUES'\\] is empty"),
+        ({"QUEUES": ["bad name!"]}, "can only contain"),
+        (
+            {"QUEUES": ["default"], "OPTIONS": {"QUEUE_OPTIONS": {"policy": "lifo"}}},
+            "'lifo' is not a queue policy",
+        ),
+        ({"QUEUES": ["default"], "OPTIONS": {"DATABASE": "nope"}}, "not in DATABASES"),
+        ({"QUEUES": ["default"], "OPTIONS": {"WORKER": {"threads": 2}}}, "unknown key\\(s\\) threads"),
+    ],
+    ids=["unknown-option", "no-queues", "bad-queue-name", "bad-queue-option", "unknown-database", "worker"],
+)
+def test_bad_backend_options_raise_invalid_task_backend(params, message):
+    with pytest.raises(InvalidTaskBackend, match=message):
+        PgBossBackend("broken", {"BACKEND": "django_pgboss.tasks_backend.PgBossBackend", **params})
+
+
+# -- manage.py pgboss_work ---------------------------------------------------------------------
+
+
+def test_the_worker_command_works_the_tasks_backend_queues():
+    results = [tasks.add.enqueue(i, i) for i in range(5)] + [tasks.on_other_queue.enqueue()]
+    # The tasks backend's queues are worked beside the @work handlers' (tests/workapp/jobs.py).
+    boss.create_queue("echo")
+    echo_id = boss.send("echo", {"n": 1})
+    result = run_worker("--queue", "default", "--queue", "tasks-other", "--queue", "echo", "--burst")
+    assert result.returncode == 0, result.stderr
+    assert "7 completed, 0 failed" in result.stdout
+    done = [result_of(r) for r in results]
+    assert [r.return_value for r in done] == [0, 2, 4, 6, 8, "other"]
+    assert job_row(echo_id, "state") == ("completed",)
+    host, _, pid = done[0].worker_ids[0].rpartition(":")
+    assert host and pid.isdigit() and int(pid) != os.getpid()
+
+
+def test_the_worker_command_can_work_one_tasks_backend_only():
+    result = tasks.add.enqueue(1, 1)
+    completed = run_worker("--tasks-backend", "default", "--queue", "default", "--burst")
+    assert completed.returncode == 0, completed.stderr
+    assert result_of(result).return_value == 2
+    unknown = run_worker("--tasks-backend", "nope", "--burst")
+    assert unknown.returncode == 1 and "--tasks-backend 'nope'" in unknown.stderr
