@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+import threading
+import time
 import uuid
+from pathlib import Path
 
 import pytest
+from django.db import connection, connections, transaction
 
 from django_pgboss import (
     InvalidJobReference,
@@ -183,7 +188,9 @@ def test_redriven_jobs_take_the_destination_config_and_carry_the_chain_root(dlq)
     assert (job.expire_in_seconds, job.delete_after_seconds, job.heartbeat_seconds) == (77, 120, 30)
     assert (job.policy, job.dead_letter) == ("standard", "later-dlq")
     assert (job.source_root_id, job.source_name, job.source_id, job.source_output) == (root, None, None, None)
-    ((retention_left,),) = rows("SELECT extract(epoch FROM keep_until - now()) FROM {s}.job WHERE id = %s", [new])
+    ((retention_left,),) = rows(
+        "SELECT extract(epoch FROM keep_until - now()) FROM {s}.job WHERE id = %s", [new]
+    )
     assert float(retention_left) == pytest.approx(3600, abs=1)
     ((runnable,),) = rows("SELECT start_after <= now() FROM {s}.job WHERE id = %s", [new])
     assert runnable
@@ -260,7 +267,9 @@ def test_a_job_the_destination_policy_refuses_is_failed_in_place(dlq, policy, pa
 
     assert (result.moved, result.conflicted, result.waiting) == (0, 1, 0)
     assert result.conflicted_ids == (copy,)
-    state, output, source_output, completed_on = job_row(copy, "state", "output", "source_output", "completed_on")
+    state, output, source_output, completed_on = job_row(
+        copy, "state", "output", "source_output", "completed_on"
+    )
     assert state == "failed" and completed_on is not None
     assert output == {
         "message": f"Not redriven: queue dest already has a job with singleton key k that its {policy} "
@@ -475,3 +484,138 @@ def test_created_before_takes_dates_and_naive_datetimes_as_utc(dlq):
     assert boss.preview_redrive(dlq, created_before="2026-01-01T12:00:00Z").total == 0
     assert boss.preview_redrive(dlq, created_before="2026-01-01T13:00:00+01:00").total == 0
     assert boss.preview_redrive(dlq, created_before="2026-01-01T12:00:01").total == 1
+
+
+# -- concurrency ------------------------------------------------------------------------------
+
+
+def run_threads(*targets) -> list[BaseException]:
+    """Run each target on its own thread (so its own database connection) and return what they raised."""
+    errors: list[BaseException] = []
+
+    def guarded(target) -> None:
+        try:
+            target()
+        except BaseException as exc:  # reported to the test thread
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=guarded, args=(target,)) for target in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a redrive hung"
+    return errors
+
+
+def dead_letters_committed(count: int) -> list[str]:
+    """``count`` dead-letter copies in "dlq" from queue "a", each committed on its own (so each has
+    its own created_on), oldest first."""
+    boss.create_queue("dlq")
+    boss.create_queue("a", retry_limit=0, dead_letter="dlq")
+    return [dead_letter("a", {"n": n}) for n in range(count)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_redrive_skips_the_jobs_another_redrive_holds():
+    copies = dead_letters_committed(10)
+    holding = threading.Event()
+    second_done = threading.Event()
+    results: dict[str, RedriveResult] = {}
+
+    def first() -> None:
+        with transaction.atomic():
+            results["first"] = boss.redrive("dlq", limit=4)
+            holding.set()
+            # Its four jobs stay locked, uncommitted, until the second redrive has finished.
+            assert second_done.wait(timeout=20)
+
+    def second() -> None:
+        assert holding.wait(timeout=20)
+        with transaction.atomic():
+            # Waiting on the first redrive's locks would fail here instead of hanging the test.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL lock_timeout = '5s'")
+            results["second"] = boss.redrive("dlq")
+        second_done.set()
+
+    assert run_threads(first, second) == []
+    assert [old for old, _ in results["first"].moved_ids] == copies[:4]
+    assert [old for old, _ in results["second"].moved_ids] == copies[4:]
+    assert count_jobs("dlq") == 0
+    assert sorted(job.data["n"] for job in boss.find_jobs("a", queued=True)) == list(range(10))
+    connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_redrives_racing_to_drain_a_queue_move_each_job_once():
+    copies = dead_letters_committed(60)
+    start = threading.Barrier(3)
+    taken: list[list[tuple[str, str]]] = [[], [], []]
+
+    def drainer(slot: int):
+        def drain() -> None:
+            start.wait(timeout=20)
+            while moved := boss.redrive("dlq", limit=3).moved_ids:
+                taken[slot].extend(moved)
+
+        return drain
+
+    assert run_threads(*(drainer(slot) for slot in range(3))) == []
+    every = [old for moved in taken for old, _ in moved]
+    assert sorted(every) == sorted(copies)  # each dead-letter job moved exactly once
+    new_ids = [new for moved in taken for _, new in moved]
+    assert len(set(new_ids)) == 60
+    redriven = rows(
+        "SELECT data->>'n', count(*) FROM {s}.job WHERE name = 'a' AND state = 'created' GROUP BY 1"
+    )
+    assert len(redriven) == 60 and all(n == 1 for _, n in redriven)
+    assert count_jobs("dlq") == 0
+    connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_redrives_of_one_key_into_an_exclusive_queue_move_one_and_fail_the_other():
+    boss.create_queue("dlq")
+    boss.create_queue("a", retry_limit=0, dead_letter="dlq")
+    boss.create_queue("dest", policy="exclusive")
+    first_copy = dead_letter("a", {"n": 1}, singleton_key="k")
+    second_copy = dead_letter("a", {"n": 2}, singleton_key="k")
+    inserted = threading.Event()
+    results: dict[str, RedriveResult] = {}
+
+    def first() -> None:
+        with transaction.atomic():
+            results["first"] = boss.redrive("dlq", destination="dest", ids=[first_copy])
+            inserted.set()
+            time.sleep(0.5)  # the second redrive now waits on this key in the unique index
+
+    def second() -> None:
+        assert inserted.wait(timeout=20)
+        results["second"] = boss.redrive("dlq", destination="dest", ids=[second_copy])
+
+    assert run_threads(first, second) == []
+    assert results["first"].moved == 1
+    assert (results["second"].moved, results["second"].conflicted_ids) == (0, (second_copy,))
+    assert job_row(second_copy, "state") == ("failed",)
+    assert [job.data for job in boss.find_jobs("dest")] == [{"n": 1}]
+    connection.close()
+
+
+# -- the documentation ------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_examples_in_docs_dead_letters_work_as_written():
+    """Each block of docs/dead-letters.md marked "tested" runs, in order, in one namespace. Every
+    call commits on its own, as in an application, so the jobs get distinct created_on."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "dead-letters.md").read_text()
+    blocks = re.findall(r"<!-- tested[^>]*-->\n```python\n(.*?)```", text, flags=re.DOTALL)
+    assert len(blocks) == 2
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "docs/dead-letters.md", "exec"), namespace)
+    assert count_jobs("emails_dlq") == 0
+    assert len(boss.find_jobs("emails")) == 2
