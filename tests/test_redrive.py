@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import threading
 import time
@@ -25,6 +26,7 @@ from django_pgboss import (
     RedriveResult,
     boss,
 )
+from django_pgboss.conf import pgboss_settings
 from tests.helpers import count_jobs, job_row, rows
 
 pytestmark = pytest.mark.django_db
@@ -619,3 +621,55 @@ def test_the_examples_in_docs_dead_letters_work_as_written():
         exec(compile(block, "docs/dead-letters.md", "exec"), namespace)
     assert count_jobs("emails_dlq") == 0
     assert len(boss.find_jobs("emails")) == 2
+
+
+# -- pg-boss 12.35.0 (Node) on the same schema ------------------------------------------------
+
+
+@pytest.mark.node
+@pytest.mark.django_db(transaction=True)
+def test_a_chain_redriven_by_pg_boss_and_by_us_reads_the_same_on_both_sides(run_pgboss):
+    schema = pgboss_settings.SCHEMA
+    boss.create_queue("dlq")
+    boss.create_queue("orders", retry_limit=0, retry_delay=3, dead_letter="dlq")
+    root = boss.send("orders", {"order": 1})
+    boss.fail("orders", root, {"error": "first"})
+
+    assert run_pgboss("preview", schema, "dlq")["preview"] == boss.preview_redrive("dlq").as_dict()
+    assert run_pgboss("redrive", schema, "dlq") == {"moved": 1}
+    root_job, first = boss.get_lineage(root)
+    assert root_job.id == root
+    assert (first.name, first.state, first.data, first.retry_delay) == ("orders", "created", {"order": 1}, 3)
+    assert (first.source_root_id, first.dead_letter) == (root, "dlq")
+
+    boss.fail("orders", first.id, {"error": "second"})
+    ((_, second),) = boss.redrive("dlq").moved_ids
+    (theirs,) = run_pgboss("get", schema, "orders", second)["jobs"]
+    assert (theirs["sourceRootId"], theirs["state"], theirs["retryDelay"]) == (root, "created", 3)
+    assert [job.id for job in boss.get_lineage(second)] == [root, first.id, second]
+
+
+@pytest.mark.node
+@pytest.mark.django_db(transaction=True)
+def test_a_conflict_reads_the_same_whichever_side_redrove(run_pgboss):
+    boss.create_queue("dlq")
+    boss.create_queue("src", retry_limit=0, dead_letter="dlq")
+    boss.create_queue("dest", policy="exclusive")
+    theirs = dead_letter("src", {"side": "pg-boss"}, singleton_key="k")
+    ours = dead_letter("src", {"side": "django"}, singleton_key="k")
+    boss.send("dest", singleton_key="k")
+
+    options = json.dumps({"destination": "dest", "ids": [theirs]})
+    assert run_pgboss("redrive", pgboss_settings.SCHEMA, "dlq", options) == {"moved": 0}
+    assert boss.redrive("dlq", destination="dest", ids=[ours]).conflicted_ids == (ours,)
+
+    (their_state, their_output), (our_state, our_output) = (
+        job_row(i, "state", "output") for i in (theirs, ours)
+    )
+    assert their_state == our_state == "failed"
+    assert their_output.keys() == our_output.keys()
+    assert (
+        {k: v for k, v in their_output.items() if k != "message"}
+        == {k: v for k, v in our_output.items() if k != "message"}
+        == {"reason": "redrive_conflict", "destination": "dest", "policy": "exclusive", "singletonKey": "k"}
+    )

@@ -11,6 +11,10 @@
 //       fetches up to 100 jobs (with metadata) and completes each with the output; prints them.
 //   node pgboss.mjs get <connection string> <schema> <queue> <id>
 //       prints the job as pg-boss reads it (findJobs by id).
+//   node pgboss.mjs redrive <connection string> <schema> <queue> [options JSON]
+//       redrives the dead-letter queue with boss.redrive(); prints the number moved.
+//   node pgboss.mjs preview <connection string> <schema> <queue> [options JSON]
+//       prints boss.previewRedrive() of the dead-letter queue.
 //
 // <schema> is spelled as a pg-boss user configures it: bare, or in double quotes when the name
 // needs them. pg-boss is resolved from PGBOSS_NODE_DIR, where scripts/test.sh installs it.
@@ -49,6 +53,10 @@ try {
     result.jobs = jobs
   } else if (command === 'get') {
     result.jobs = await boss.findJobs(args[0], { id: args[1] })
+  } else if (command === 'redrive') {
+    result.moved = await boss.redrive(args[0], JSON.parse(args[1] || '{}'))
+  } else if (command === 'preview') {
+    result.preview = await boss.previewRedrive(args[0], JSON.parse(args[1] || '{}'))
   } else if (command !== 'install') {
     throw new Error(`unknown command ${command}`)
   }
