@@ -132,6 +132,9 @@ def redrive(schema: str, table: str) -> str:
     dead-letter rows with one key only the oldest is failed (job_i8 allows one failed row per key);
     the rest wait behind it.
 
+    The delete and the conflict update find their rows by primary key, (name, id = ANY(array)):
+    joined to the CTE instead, the planner reads every row of a large dead-letter queue again.
+
     Each candidate gets its new id in ``candidates``, before the insert: the statement's parts
     cannot see one another's writes, so comparing the ids the insert returns with the ones handed
     out is the only way to tell, within one statement, which jobs were re-created. The CTE is
@@ -174,23 +177,22 @@ def redrive(schema: str, table: str) -> str:
       LEFT JOIN created i ON i.id = c.new_id
     ),
     removed AS (
-      DELETE FROM {schema}.{table} d
-      USING settled s
-      WHERE d.name = %(name)s AND d.id = s.id AND s.moved
+      DELETE FROM {schema}.{table}
+      WHERE name = %(name)s AND id = ANY(ARRAY(SELECT id FROM settled WHERE moved))
     ),
     refused AS (
       UPDATE {schema}.{table} j
       SET {_CONFLICT_SET.format(schema=schema)}
-      FROM settled s, {schema}.queue q
+      FROM {schema}.queue q
       WHERE j.name = %(name)s
-        AND j.id = s.id
-        AND NOT s.moved
+        AND j.id = ANY(ARRAY(SELECT id FROM settled WHERE NOT moved))
         AND q.name = {_destination("j")}
         AND (j.policy IS DISTINCT FROM 'key_strict_fifo' OR j.id IN (
           SELECT DISTINCT ON (m.singleton_key) m.id
           FROM {schema}.{table} m
-          JOIN settled r ON r.id = m.id AND NOT r.moved
-          WHERE m.name = %(name)s AND m.policy = 'key_strict_fifo'
+          WHERE m.name = %(name)s
+            AND m.id = ANY(ARRAY(SELECT id FROM settled WHERE NOT moved))
+            AND m.policy = 'key_strict_fifo'
           ORDER BY m.singleton_key, m.created_on, m.id
         ))
       RETURNING j.id
