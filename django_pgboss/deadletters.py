@@ -181,6 +181,12 @@ class DeadLetterAPI:
         validate_queue_name(dlq_name, "dead-letter queue name")
         if destination is not None:
             validate_queue_name(destination, "destination")
+            if destination == dlq_name:
+                # Every job would be re-created where it is, a candidate again: a loop that
+                # redrives until nothing moves would never end.
+                raise InvalidOption(
+                    f"destination must be another queue than the dead-letter queue {dlq_name!r}"
+                )
         if source_name is not None:
             validate_queue_name(source_name, "source_name")
         if data is not None and not isinstance(data, Mapping):

@@ -461,6 +461,11 @@ def test_a_missing_queue_or_destination_raises_queue_not_found(dlq):
         ({"data": [1, 2]}, InvalidOption, "data must be a dict"),
         ({"data": {"x": object()}}, JobDataNotSerializable, "cannot be stored as JSON"),
         ({"destination": "bad name!"}, InvalidQueueName, "destination 'bad name!'"),
+        (
+            {"destination": "dlq"},
+            InvalidOption,
+            "destination must be another queue than the dead-letter queue 'dlq'",
+        ),
         ({"source_name": ""}, InvalidQueueName, "source_name must be a non-empty string"),
     ],
 )
