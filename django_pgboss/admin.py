@@ -1,21 +1,36 @@
-"""Read-only admin pages over pg-boss's tables.
+"""The admin an operator uses every day: queues with throughput, jobs with actions, schedules.
 
-Operators browse queues, jobs, stats and warnings here. Nothing is added, changed or deleted
-through these pages: writes go through ``Boss`` (admin actions that do so arrive with the job API).
+The models are read-only, so no admin form ever saves a row: every change (retry, cancel,
+resume, delete, redrive, schedule, unschedule) goes through ``Boss``, needs its own permission,
+is a POST (CSRF-checked by Django), and is recorded as an admin LogEntry. The pages themselves
+live in admin_views.py and the SVG charts in charts.py.
+
+Permissions: ``pgboss.view_*`` for the pages; ``pgboss.retry_job``, ``cancel_job``, ``resume_job``,
+``redrive_job`` and ``delete_job`` for the job actions; ``pgboss.add_schedule`` and
+``delete_schedule`` for schedules.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.contrib import admin
-from django.http import HttpRequest
+from django.contrib.admin.utils import quote
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest, HttpResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
 
+from django_pgboss import admin_views, charts
+from django_pgboss.constants import JobState
 from django_pgboss.models import Job, Queue, QueueStats, Warning
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """A ModelAdmin that shows rows and never writes them."""
+    """A ModelAdmin that shows rows and never writes them through the ORM."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -27,27 +42,328 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+def _pretty(value: Any) -> str:
+    if value is None:
+        return "-"
+    return format_html('<pre class="pgboss-json">{}</pre>', admin_views.pretty_json(value))
+
+
 @admin.register(Queue)
 class QueueAdmin(ReadOnlyAdmin):
+    """Queues with their counts and last hour's throughput; each queue's page has its charts."""
+
     list_display = [
         "name",
         "policy",
-        "partition",
-        "queued_count",
-        "active_count",
-        "failed_count",
+        "queued",
+        "active",
+        "failed",
+        "dead_lettered",
+        "throughput",
+        "completed_last_hour",
         "dead_letter",
     ]
     list_filter = ["policy", "partition"]
     search_fields = ["name"]
+    change_form_template = "admin/pgboss/queue/change_form.html"
+    change_list_template = "admin/pgboss/queue/change_list.html"
+
+    class Media:
+        css = {"all": ["pgboss/admin.css"]}
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # Jobs of the queue waiting in a dead-letter queue, ready to be redriven.
+        waiting = (
+            Job.objects.filter(source_name=OuterRef("name"), state__in=[JobState.CREATED, JobState.RETRY])
+            .order_by()
+            .values("source_name")
+            .annotate(n=Count("*"))
+            .values("n")
+        )
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(dead_lettered_count=Coalesce(Subquery(waiting, output_field=IntegerField()), Value(0)))
+        )
+
+    @admin.display(description="queued", ordering="queued_count")
+    def queued(self, obj: Queue) -> int:
+        return obj.queued_count
+
+    @admin.display(description="active", ordering="active_count")
+    def active(self, obj: Queue) -> int:
+        return obj.active_count
+
+    @admin.display(description="failed", ordering="failed_count")
+    def failed(self, obj: Queue) -> int:
+        return obj.failed_count
+
+    @admin.display(description="dead-lettered", ordering="dead_lettered_count")
+    def dead_lettered(self, obj: Queue) -> int:
+        return obj.dead_lettered_count
+
+    def _throughput(self, obj: Queue) -> admin_views.Throughput:
+        cached = getattr(obj, "_pgboss_throughput", None)
+        if cached is None:
+            cached = admin_views.queue_throughput(obj.name)
+            obj._pgboss_throughput = cached
+        return cached
+
+    @admin.display(description="completed / min (1 h)")
+    def throughput(self, obj: Queue) -> str:
+        rate = self._throughput(obj).completed_per_minute
+        return "-" if rate is None else charts.format_number(round(rate, 2))
+
+    @admin.display(description="completed per 5 min, last hour")
+    def completed_last_hour(self, obj: Queue) -> str:
+        counts = self._throughput(obj).completed
+        if not counts:
+            return "-"
+        shown = ", ".join("-" if c is None else str(c) for c in counts)
+        return charts.sparkline(counts, label=f"{obj.name}: completed per 5 minutes, oldest first: {shown}")
+
+    def get_urls(self) -> list:
+        info = self.opts.app_label, self.opts.model_name
+        wrap = self.admin_site.admin_view
+        return [
+            path(
+                "schedules/",
+                wrap(lambda request: admin_views.schedule_list_view(self, request)),
+                name=f"{info[0]}_{info[1]}_schedules",
+            ),
+            path(
+                "schedules/add/",
+                wrap(lambda request: admin_views.schedule_add_view(self, request)),
+                name=f"{info[0]}_{info[1]}_schedule_add",
+            ),
+            path(
+                "schedules/delete/",
+                wrap(lambda request: admin_views.schedule_delete_view(self, request)),
+                name=f"{info[0]}_{info[1]}_schedule_delete",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        extra = dict(extra_context or {})
+        obj = self.get_object(request, object_id)
+        if obj is not None and self.has_view_permission(request, obj):
+            extra.update(admin_views.queue_charts_context(request, obj.name))
+            extra["queue_jobs_url"] = reverse("admin:pgboss_job_changelist") + f"?name={quote(obj.name)}"
+        return super().change_view(request, object_id, form_url, extra)
+
+
+class QueueNameFilter(admin.SimpleListFilter):
+    """Filter jobs by queue, listing the queues (not a scan of the job table for its names)."""
+
+    title = "queue"
+    parameter_name = "name"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(name, name) for name in Queue.objects.values_list("name", flat=True)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        return queryset.filter(name=self.value()) if self.value() else queryset
+
+
+JOB_ACTION_PERMISSIONS = {
+    "retry": "retry_job",
+    "cancel": "cancel_job",
+    "resume": "resume_job",
+    "redrive": "redrive_job",
+    "remove": "delete_job",
+}
 
 
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
-    list_display = ["id", "name", "state", "priority", "retry_count", "created_on", "completed_on"]
-    list_filter = ["state", "name"]
-    search_fields = ["=id", "singleton_key"]
+    """Jobs: filter, search, read payload and output, and act on them through Boss."""
+
+    list_display = [
+        "id",
+        "name",
+        "state",
+        "policy",
+        "retry_count",
+        "created_on",
+        "completed_on",
+        "source_name",
+    ]
+    list_filter = [QueueNameFilter, "state", "policy"]
+    search_fields = ["=id", "=singleton_key"]
+    search_help_text = "A job id, or a singleton key (exact)."
     date_hierarchy = "created_on"
+    actions = ["retry_jobs", "cancel_jobs", "resume_jobs", "delete_jobs", "redrive_jobs"]
+    change_form_template = "admin/pgboss/job/change_form.html"
+    readonly_fields = ["pretty_data", "pretty_output", "pretty_source_output"]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "id",
+                    "name",
+                    "state",
+                    "policy",
+                    "priority",
+                    "singleton_key",
+                    "group_id",
+                    "group_tier",
+                ]
+            },
+        ),
+        ("Payload and output", {"fields": ["pretty_data", "pretty_output"]}),
+        (
+            "Retries and timing",
+            {
+                "fields": [
+                    "retry_count",
+                    "retry_limit",
+                    "retry_delay",
+                    "retry_backoff",
+                    "retry_delay_max",
+                    "start_after",
+                    "created_on",
+                    "started_on",
+                    "completed_on",
+                    "heartbeat_on",
+                    "expire_seconds",
+                    "keep_until",
+                    "dead_letter",
+                ]
+            },
+        ),
+        (
+            "Where it came from (dead letters and redrive)",
+            {
+                "fields": [
+                    "source_name",
+                    "source_id",
+                    "source_root_id",
+                    "source_created_on",
+                    "source_retry_count",
+                    "pretty_source_output",
+                ]
+            },
+        ),
+    ]
+
+    class Media:
+        css = {"all": ["pgboss/admin.css"]}
+
+    @admin.display(description="data")
+    def pretty_data(self, obj: Job) -> str:
+        return _pretty(obj.data)
+
+    @admin.display(description="output")
+    def pretty_output(self, obj: Job) -> str:
+        return _pretty(obj.output)
+
+    @admin.display(description="source output")
+    def pretty_source_output(self, obj: Job) -> str:
+        return _pretty(obj.source_output)
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str) -> tuple:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        try:
+            job_id = uuid.UUID(term)
+        except ValueError:
+            # Not an id, so only a singleton key can match (an id lookup would reject the text).
+            return queryset.filter(singleton_key=term), False
+        return queryset.filter(id=job_id) | queryset.filter(singleton_key=term), False
+
+    # -- permissions for the Boss-backed actions -----------------------------------------------
+
+    def _has(self, request: HttpRequest, verb: str) -> bool:
+        return request.user.has_perm(f"{self.opts.app_label}.{JOB_ACTION_PERMISSIONS[verb]}")
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return self._has(request, "retry")
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return self._has(request, "cancel")
+
+    def has_resume_permission(self, request: HttpRequest) -> bool:
+        return self._has(request, "resume")
+
+    def has_redrive_permission(self, request: HttpRequest) -> bool:
+        return self._has(request, "redrive")
+
+    def has_remove_permission(self, request: HttpRequest) -> bool:
+        # Not has_delete_permission: that one would open Django's own delete views, which
+        # delete through the ORM.
+        return self._has(request, "remove")
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        # Django drops an action the user may not run and answers "no action selected"; an
+        # operator (or a script) posting one without the permission gets a plain 403 instead.
+        if request.method == "POST" and request.POST.get("action"):
+            action = request.POST["action"]
+            if action in self.actions and action not in self.get_actions(request):
+                raise PermissionDenied
+        return super().changelist_view(request, extra_context)
+
+    def get_urls(self) -> list:
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "<path:object_id>/lineage/",
+                self.admin_site.admin_view(
+                    lambda request, object_id: admin_views.lineage_view(self, request, object_id)
+                ),
+                name=f"{info[0]}_{info[1]}_lineage",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        extra = dict(extra_context or {})
+        obj = self.get_object(request, object_id)
+        if obj is not None:
+            extra["lineage_url"] = reverse("admin:pgboss_job_lineage", args=[quote(str(obj.id))])
+            extra["job_actions"] = [
+                (name, label)
+                for name, label, verb, states in (
+                    ("retry_jobs", "Retry", "retry", {JobState.FAILED}),
+                    ("cancel_jobs", "Cancel", "cancel", {JobState.CREATED, JobState.RETRY, JobState.ACTIVE}),
+                    ("resume_jobs", "Resume", "resume", {JobState.CANCELLED}),
+                    ("redrive_jobs", "Redrive…", "redrive", {JobState.CREATED, JobState.RETRY}),
+                    ("delete_jobs", "Delete", "remove", set(JobState)),
+                )
+                if obj.state in states
+                and self._has(request, verb)
+                and (verb != "redrive" or obj.source_id is not None)
+            ]
+            extra["changelist_url"] = reverse("admin:pgboss_job_changelist")
+        return super().change_view(request, object_id, form_url, extra)
+
+    # -- actions -------------------------------------------------------------------------------
+
+    @admin.action(description="Retry selected failed jobs", permissions=["retry"])
+    def retry_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
+        admin_views.run_job_verb(self, request, queryset, "retry")
+
+    @admin.action(description="Cancel selected jobs", permissions=["cancel"])
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
+        admin_views.run_job_verb(self, request, queryset, "cancel")
+
+    @admin.action(description="Resume selected cancelled jobs", permissions=["resume"])
+    def resume_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
+        admin_views.run_job_verb(self, request, queryset, "resume")
+
+    @admin.action(description="Delete selected jobs", permissions=["remove"])
+    def delete_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
+        admin_views.run_job_verb(self, request, queryset, "delete")
+
+    @admin.action(description="Redrive selected dead-letter jobs…", permissions=["redrive"])
+    def redrive_jobs(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        return admin_views.redrive_view(self, request, queryset)
 
 
 @admin.register(QueueStats)
@@ -58,5 +374,16 @@ class QueueStatsAdmin(ReadOnlyAdmin):
 
 @admin.register(Warning)
 class WarningAdmin(ReadOnlyAdmin):
+    """Warnings the monitor kept (PGBOSS["PERSIST_WARNINGS"]), read-only."""
+
     list_display = ["created_on", "type", "message"]
     list_filter = ["type"]
+    readonly_fields = ["pretty_data"]
+    fields = ["id", "type", "message", "created_on", "pretty_data"]
+
+    class Media:
+        css = {"all": ["pgboss/admin.css"]}
+
+    @admin.display(description="data")
+    def pretty_data(self, obj: Warning) -> str:
+        return _pretty(obj.data)

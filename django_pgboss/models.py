@@ -232,6 +232,13 @@ class Job(ReadOnlyModel):
     class Meta(ReadOnlyModel.Meta):
         db_table = schema_table("job")
         ordering = ["-created_on"]
+        # The admin's job actions, each run through Boss (deleting uses the default delete_job).
+        permissions = [
+            ("retry_job", "Can retry failed jobs"),
+            ("cancel_job", "Can cancel jobs"),
+            ("resume_job", "Can resume cancelled jobs"),
+            ("redrive_job", "Can redrive dead-letter jobs"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name}/{self.id}"

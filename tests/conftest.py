@@ -108,3 +108,21 @@ def run_pgboss():
         return json.loads(completed.stdout.strip().splitlines()[-1])
 
     return run
+
+
+@pytest.fixture
+def staff_client(client, django_user_model):
+    """Log a staff user (not a superuser) in, holding exactly the named pgboss permissions."""
+    from django.contrib.auth.models import Permission
+
+    def login(*codenames: str):
+        user = django_user_model.objects.create_user("operator", password="pw", is_staff=True)
+        permissions = list(
+            Permission.objects.filter(content_type__app_label="pgboss", codename__in=codenames)
+        )
+        assert sorted(p.codename for p in permissions) == sorted(codenames)
+        user.user_permissions.add(*permissions)
+        client.force_login(user)
+        return client
+
+    return login

@@ -1,0 +1,169 @@
+"""The queue page's charts: server-rendered SVG with the real numbers, and the range picker."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import re
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from django_pgboss import boss, charts
+from tests.helpers import rows
+from tests.test_admin import add_snapshot, messages_of, page_text
+
+pytestmark = pytest.mark.django_db
+
+
+def tooltips(svg: str) -> list[str]:
+    return [html.unescape(t) for t in re.findall(r"<title>([^<]*)</title>", svg)]
+
+
+def figure(body: str, figure_id: str) -> str:
+    match = re.search(rf'<figure class="pgboss-figure" id="{figure_id}">(.*?)</figure>', body, flags=re.S)
+    assert match is not None, figure_id
+    return match.group(1)
+
+
+@pytest.fixture
+def history():
+    """Queue 'billing' with three monitor snapshots in the last hour, one a day ago, one 3 days ago."""
+    boss.create_queue("billing")
+    now = timezone.now().replace(second=30, microsecond=0)
+    points = {
+        now - dt.timedelta(minutes=50): {"created_delta": 12, "completed_delta": 9, "failed_delta": 1},
+        now - dt.timedelta(minutes=30): {"created_delta": 20, "completed_delta": 18, "failed_delta": 2},
+        now - dt.timedelta(minutes=10): {"created_delta": 4, "completed_delta": 6, "failed_delta": 0},
+    }
+    for moment, deltas in points.items():
+        add_snapshot("billing", moment, queued_count=7, active_count=3, failed_count=5, **deltas)
+    add_snapshot("billing", now - dt.timedelta(hours=23), completed_delta=600, queued_count=40)
+    add_snapshot("billing", now - dt.timedelta(days=3), completed_delta=9000, queued_count=900)
+    return {"now": now, "points": points}
+
+
+def queue_page(client, name: str = "billing", **params):
+    return client.get(reverse("admin:pgboss_queue_change", args=[name]), params)
+
+
+def test_queue_page_charts_show_the_counts_per_interval_with_tooltips(admin_client, history):
+    response = queue_page(admin_client)
+    assert response.status_code == 200
+    body = response.content.decode()
+    throughput = figure(body, "pgboss-throughput-chart")
+    tips = tooltips(throughput)
+    assert tips[0] == "Jobs created, completed and failed per 1 min, last 1 hour"
+    for moment, deltas in history["points"].items():
+        label = charts.format_time(moment.replace(second=0), dt.timedelta(hours=1))
+        assert f"Created: {deltas['created_delta']} jobs at {label}" in tips
+        assert f"Completed: {deltas['completed_delta']} jobs at {label}" in tips
+        assert f"Failed: {deltas['failed_delta']} jobs at {label}" in tips
+    # Nothing outside the range is drawn.
+    assert not any("600" in tip or "9,000" in tip for tip in tips)
+    gauges = tooltips(figure(body, "pgboss-gauge-chart"))
+    assert gauges.count("Queued: 7 jobs at " + label) == 1
+    assert "Active: 3 jobs at " + label in gauges
+    assert "Failed: 5 jobs at " + label in gauges
+    # Three series in each chart, each with its own colour, dash pattern and marker shape.
+    assert throughput.count('stroke="#0072B2"') >= 1 and 'stroke-dasharray="8 4"' in throughput
+    assert 'stroke-dasharray="2 3"' in throughput
+    assert "<rect " in throughput and "<circle " in throughput and "<path " in throughput
+    # It scales with the page: a viewBox and no fixed width.
+    svg_tag = re.search(r"<svg[^>]*>", throughput).group(0)
+    assert 'viewBox="0 0 600 300"' in svg_tag and "width=" not in svg_tag
+
+
+def test_queue_page_rates_are_sum_of_deltas_over_sum_of_seconds(admin_client, history):
+    text = page_text(queue_page(admin_client))
+    # 36 created, 33 completed, 3 failed over 3 x 60 s.
+    assert "Created per minute 12.0 Completed per minute 11.0 Failed per minute 1.0" in text
+
+
+def test_range_picker_widens_the_charts(admin_client, history):
+    response = queue_page(admin_client, range="24h")
+    body = response.content.decode()
+    assert '<a href="?range=24h" class="selected" aria-current="true">24 hours</a>' in body
+    tips = tooltips(figure(body, "pgboss-throughput-chart"))
+    assert tips[0] == "Jobs created, completed and failed per 30 min, last 24 hours"
+    assert any(tip.startswith("Completed: 600 jobs at ") for tip in tips)
+    assert not any("9,000" in tip for tip in tips)
+    week = tooltips(figure(queue_page(admin_client, range="7d").content.decode(), "pgboss-gauge-chart"))
+    assert any(tip.startswith("Queued: 900 jobs at ") for tip in week)
+
+
+def test_a_range_not_offered_falls_back_with_a_message_and_changes_nothing(admin_client, history):
+    before = rows("SELECT count(*) FROM {s}.queue_stats")
+    response = queue_page(admin_client, range="2w")
+    assert response.status_code == 200
+    assert messages_of(response) == [
+        "The chart range '2w' is not offered (choose one of 1h, 6h, 24h, 7d); showing the last 1 hour."
+    ]
+    assert '<a href="?range=1h" class="selected" aria-current="true">1 hour</a>' in response.content.decode()
+    assert rows("SELECT count(*) FROM {s}.queue_stats") == before
+
+
+def test_a_queue_without_history_says_so(admin_client):
+    boss.create_queue("fresh")
+    body = queue_page(admin_client, "fresh").content.decode()
+    assert "No history in this range yet: the monitor (manage.py pgboss_monitor) records it." in body
+    assert "Created per minute -" in page_text(queue_page(admin_client, "fresh"))
+
+
+def test_a_queue_name_with_a_slash_has_its_page(admin_client):
+    boss.create_queue("billing/eu")
+    response = admin_client.get(reverse("admin:pgboss_queue_change", args=["billing_2Feu"]))
+    assert response.status_code == 200
+    assert "billing/eu" in page_text(response)
+
+
+def test_staff_needs_view_queue_for_the_charts(staff_client, history):
+    assert queue_page(staff_client("view_job")).status_code == 403
+
+
+# -- the chart module itself ----------------------------------------------------------------------
+
+
+def test_nice_ticks_end_on_a_round_number_at_or_above_the_maximum():
+    assert charts.nice_ticks(0) == [0.0, 1.0]
+    assert charts.nice_ticks(7) == [0, 2, 4, 6, 8]
+    assert charts.nice_ticks(100) == [0, 50, 100]
+    assert charts.nice_ticks(0.3) == [0, 0.1, 0.2, 0.3]
+
+
+def test_a_missing_value_breaks_the_line_instead_of_dropping_to_zero():
+    start = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
+    points = [(start + dt.timedelta(minutes=i), v) for i, v in enumerate([1, 2, None, 4, 5])]
+    svg = charts.line_chart(
+        [charts.Series("Completed", points, charts.GREEN)],
+        start=start,
+        end=start + dt.timedelta(minutes=4),
+        title="t",
+        y_label="jobs",
+    )
+    assert svg.count("<polyline") == 2
+    assert [t for t in tooltips(svg) if t.startswith("Completed")] == [
+        "Completed: 1 jobs at 12:00",
+        "Completed: 2 jobs at 12:01",
+        "Completed: 4 jobs at 12:03",
+        "Completed: 5 jobs at 12:04",
+    ]
+
+
+def test_chart_text_is_escaped():
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    svg = charts.line_chart(
+        [charts.Series("<b>", [(start, 1)], charts.BLUE)],
+        start=start,
+        end=start + dt.timedelta(hours=1),
+        title="a & b",
+        y_label="<y>",
+    )
+    assert "<b>" not in svg and "&lt;b&gt;" in svg and "a &amp; b" in svg
+
+
+def test_sparkline_draws_the_values_with_a_tooltip():
+    svg = charts.sparkline([0, 5, None, 10], label="completed: 0, 5, -, 10")
+    assert svg.count("<polyline") == 2
+    assert "<title>completed: 0, 5, -, 10</title>" in svg
