@@ -37,6 +37,7 @@ from django_pgboss.options import (
     validate_queue_options,
 )
 from django_pgboss.payloads import (
+    EncodedOutput,
     JobReference,
     attempt_references,
     group_limits,
@@ -488,25 +489,28 @@ class Boss(DeadLetterAPI):
         """Complete a batch of jobs, each with its own output, each fenced to its attempt.
 
         ``results`` is a list of (job, output) pairs; returns the ids completed (a job whose
-        attempt is no longer active is left alone and missing from the list).
+        attempt is no longer active is left alone and missing from the list). An output may be
+        an ``EncodedOutput``, JSON text its caller already encoded, which is stored as it is.
         """
         validate_queue_name(name)
         if not results:
             return []
-        records = []
+        ids, retry_counts, outputs = [], [], []
         for job, output in results:
             (job_id,), attempts = attempt_references(job, "complete_each")
             if attempts is None:
                 raise InvalidJobReference(
                     "complete_each() needs jobs or {id, retry_count} pairs, not bare ids"
                 )
-            retry_count = job.retry_count if isinstance(job, Job) else job["retry_count"]
-            records.append({"id": job_id, "retry_count": retry_count, "output": output_value(output)})
-        body = to_json(records, "outputs")
+            ids.append(job_id)
+            retry_counts.append(job.retry_count if isinstance(job, Job) else job["retry_count"])
+            outputs.append(
+                output if isinstance(output, EncodedOutput) else to_json(output_value(output), "output")
+            )
         with self._cursor() as cursor:
             cursor.execute(
                 settle_plans.complete_jobs_with_outputs(self._q, self._route(name).table),
-                [body, name, [record["id"] for record in records]],
+                [ids, retry_counts, outputs, name, ids],
             )
             return [str(row[0]) for row in cursor.fetchall()]
 

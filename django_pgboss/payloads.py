@@ -149,6 +149,16 @@ def attempt_references(jobs: Any, verb: str) -> tuple[list[str], list[str] | Non
     return ids, (attempts if all(fenced) else None)
 
 
+class EncodedOutput(str):
+    """A job output already turned into JSON text by ``to_json(output_value(...))``.
+
+    The worker encodes a handler's return value once, to find out whether it can be stored at
+    all; handing the text on as an EncodedOutput spares the settle from encoding it again.
+    """
+
+    __slots__ = ()
+
+
 def output_value(output: Any) -> Any:
     """The JSON a settle stores as a job's output.
 

@@ -21,8 +21,8 @@ class Registration:
     """A handler and how the worker runs it for its queue.
 
     ``concurrency`` handler calls run at once; each gets one Job, or with ``batch`` a list of up
-    to ``batch_size`` jobs. Without ``batch``, ``batch_size`` is how many jobs one fetch may claim
-    (never more than there are free slots).
+    to ``batch_size`` jobs. Without ``batch``, ``batch_size`` is how many jobs one fetch may claim:
+    the queue holds up to ``max(concurrency, batch_size)`` jobs, running or waiting for a thread.
     """
 
     queue: str

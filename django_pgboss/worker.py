@@ -1,8 +1,9 @@
 """The worker: fetch loops, a pool of handler threads, batched settles, heartbeats, a graceful stop.
 
 One Worker serves any number of queues from one process. Each queue has a fetch loop that claims
-only as many jobs as the queue has free handler slots, so a job is never claimed and then left
-waiting for a thread. Handlers run on a shared thread pool; their results are settled by one
+only as many jobs as the queue has free slots: ``concurrency`` handler threads, and, when
+``batch_size`` is larger, a buffer of claimed jobs up to ``batch_size`` waiting for the next free
+thread, so that one fetch round trip serves many jobs. Handlers run on a shared thread pool; their results are settled by one
 settler thread in batches (one statement per queue per flush, each job fenced to the attempt it
 was fetched as). Queues with notify wake their loop through a LISTEN connection; every loop also
 polls, which covers queues without notify and any notification lost in a reconnect.
@@ -27,7 +28,7 @@ from django_pgboss.exceptions import JobDataNotSerializable, QueueNotFound
 from django_pgboss.listener import NotifyListener
 from django_pgboss.manager import Boss
 from django_pgboss.options import to_json
-from django_pgboss.payloads import output_value
+from django_pgboss.payloads import EncodedOutput, output_value
 from django_pgboss.records import Job
 from django_pgboss.registry import Registration
 
@@ -39,6 +40,8 @@ SHUTDOWN_OUTPUT = {"name": "WorkerShutdown", "message": "the worker stopped whil
 SETTLE_DELAY_SECONDS = 0.02
 #: ... and sends at most this many results in one statement.
 SETTLE_BATCH = 500
+#: Longest a fetch loop waits for more free slots while a handler thread may be idle.
+LOW_WATER_WAIT_SECONDS = 0.05
 #: Longest wait between reconnect attempts after a database error.
 MAX_BACKOFF_SECONDS = 10.0
 
@@ -66,12 +69,25 @@ class WorkerStats:
         return (self.completed + self.failed) / elapsed
 
 
+def queue_capacity(registration: Registration) -> int:
+    """How many handler units a queue may hold at once, running or claimed and waiting.
+
+    With ``batch`` a unit is one call with up to ``batch_size`` jobs, and ``concurrency`` calls
+    run at once. Without it a unit is one job: ``concurrency`` run, and a ``batch_size`` above that
+    lets a fetch claim ahead, so a queue of short jobs is not fetched one round trip per handful.
+    """
+    if registration.batch:
+        return registration.concurrency
+    return max(registration.concurrency, registration.batch_size)
+
+
 class _QueueState:
     """One queue's slots, its in-flight jobs, and the event that wakes its fetch loop."""
 
     def __init__(self, registration: Registration) -> None:
         self.registration = registration
-        self.free = registration.concurrency
+        self.capacity = queue_capacity(registration)
+        self.free = self.capacity
         self.in_flight: dict[str, Job] = {}
         self.last_touch: dict[str, float] = {}
         self.wake = threading.Event()
@@ -255,11 +271,10 @@ class Worker:
         failures = 0
         # A fetch costs a round trip whatever its size, so with jobs still running the loop waits
         # (briefly) for half the slots to free up rather than claiming one job per finished handler.
-        low_water = max(1, min(registration.concurrency, registration.batch_size) // 2)
+        low_water = max(1, min(state.capacity, registration.batch_size) // 2)
         while not self._stopping.is_set():
             with self._lock:
-                if 0 < state.free < low_water and state.in_flight:
-                    self._lock.wait(0.05)
+                self._wait_for_low_water(state, low_water)
                 slots = state.free
                 if self.max_jobs is not None:
                     slots = min(slots, self.max_jobs - self._claimed_total)
@@ -310,6 +325,21 @@ class Worker:
             for unit in units:
                 self._work_queue.put((name, unit))
 
+    def _wait_for_low_water(self, state: _QueueState, low_water: int) -> None:
+        """Hold the next fetch until half the slots are free, called with ``self._lock`` held.
+
+        While claimed jobs wait in the buffer for a thread the handlers are busy, so nothing is
+        lost by waiting for a fetch worth its round trip. Without a buffer a thread may be idle,
+        so the wait is capped at LOW_WATER_WAIT_SECONDS.
+        """
+        deadline = time.monotonic() + LOW_WATER_WAIT_SECONDS
+        while 0 < state.free < low_water and state.in_flight and not self._stopping.is_set():
+            buffered = state.capacity - state.free > state.registration.concurrency
+            remaining = deadline - time.monotonic()
+            if not buffered and remaining <= 0:
+                return
+            self._lock.wait(LOW_WATER_WAIT_SECONDS if buffered else remaining)
+
     def _stop_when_idle(self) -> None:
         """With --max-jobs reached, stop once the last claimed job is settled."""
         if not self._in_flight_count():
@@ -326,7 +356,17 @@ class Worker:
 
     def _handler_loop(self) -> None:
         try:
-            while (unit := self._work_queue.get()) is not None:
+            while True:
+                try:
+                    unit = self._work_queue.get_nowait()
+                except queue_module.Empty:
+                    # Django closes obsolete connections around each unit of work. After a unit
+                    # the handler already did (the finally below); before one only after idling,
+                    # since back to back the previous unit's "after" is this one's "before".
+                    close_old_connections()
+                    unit = self._work_queue.get()
+                if unit is None:
+                    return
                 self._run_handler(*unit)
         finally:
             connections.close_all()
@@ -334,7 +374,6 @@ class Worker:
     def _run_handler(self, name: str, jobs: list[Job]) -> None:
         state = self._queues[name]
         registration = state.registration
-        close_old_connections()
         try:
             result = registration.handler(jobs if registration.batch else jobs[0])
         except Exception as exc:
@@ -342,7 +381,7 @@ class Worker:
             self._settle_queue.put(("fail", name, jobs, exc))
         else:
             try:
-                to_json(output_value(result), "output")
+                encoded = to_json(output_value(result), "output")
             except JobDataNotSerializable as exc:
                 message = (
                     f"the handler {registration.label} returned a value that cannot be stored as JSON: {exc}"
@@ -352,7 +391,8 @@ class Worker:
                     ("fail", name, jobs, {"name": "JobDataNotSerializable", "message": message})
                 )
             else:
-                self._settle_queue.put(("complete", name, jobs, result))
+                output = None if encoded is None else EncodedOutput(encoded)
+                self._settle_queue.put(("complete", name, jobs, output))
         finally:
             close_old_connections()
             with self._lock:

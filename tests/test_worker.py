@@ -355,6 +355,67 @@ def test_heartbeats_keep_a_long_job_alive():
     assert job_row(job_id, "state") == ("completed",)
 
 
+def test_a_batch_size_above_concurrency_claims_ahead_and_heartbeats_the_waiting_jobs():
+    boss.create_queue("ahead", heartbeat_seconds=10)
+    boss.insert("ahead", [{"data": {"n": n}} for n in range(25)])
+    release = threading.Event()
+    calls = []
+
+    def handler(job):
+        calls.append(job.data["n"])
+        release.wait(30)
+        return {"n": job.data["n"]}
+
+    registration = Registration("ahead", handler, concurrency=2, batch_size=10, polling_interval_seconds=0.1)
+    worker, thread = in_process(registration, burst=True)
+    try:
+        # One fetch claims ten: two run, eight wait for a thread, and nothing beyond ten is taken.
+        wait_for(lambda: states().get("active") == 10)
+        time.sleep(0.3)
+        assert states() == {"active": 10, "created": 15}
+        assert len(calls) == 2
+        # The waiting jobs are held by this worker, so they are kept alive like the running ones.
+        claimed = dict(rows("SELECT id, heartbeat_on FROM {s}.job WHERE state = 'active'"))
+        wait_for(
+            lambda: all(
+                beat > claimed[job_id]
+                for job_id, beat in rows("SELECT id, heartbeat_on FROM {s}.job WHERE state = 'active'")
+                if job_id in claimed
+            ),
+            timeout=10,
+            interval=0.2,
+        )
+    finally:
+        release.set()
+        thread.join(60)
+    assert states() == {"completed": 25}
+    assert sorted(calls) == list(range(25))
+
+
+def test_claimed_jobs_still_waiting_for_a_thread_are_failed_at_shutdown_so_they_retry():
+    boss.create_queue("ahead", retry_limit=2)
+    ids = boss.insert("ahead", [{"data": {"n": n}} for n in range(5)], return_ids=True)
+    entered, release = threading.Event(), threading.Event()
+
+    def handler(job):
+        entered.set()
+        release.wait(30)
+
+    registration = Registration("ahead", handler, concurrency=1, batch_size=5, polling_interval_seconds=0.1)
+    worker, thread = in_process(registration, grace_seconds=0.2)
+    try:
+        assert entered.wait(10)
+        wait_for(lambda: states() == {"active": 5})
+        worker.stop()
+        thread.join(30)
+    finally:
+        release.set()
+    assert not thread.is_alive()
+    outputs = [job_row(job_id, "state", "output") for job_id in ids]
+    assert {state for state, _ in outputs} == {"retry"}
+    assert {output["name"] for _, output in outputs} == {"WorkerShutdown"}
+
+
 def test_a_handler_that_overruns_its_expiry_does_not_settle_the_newer_attempt():
     boss.create_queue("slow", retry_limit=3)
     job_id = boss.send("slow", {})
