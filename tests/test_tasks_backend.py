@@ -19,12 +19,14 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.core.management import CommandError, call_command
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
 from django_pgboss import boss
 from django_pgboss.exceptions import JobDataNotSerializable, QueueNotFound, TaskNotEnqueued
+from django_pgboss.registry import task_registrations
 from django_pgboss.tasks_backend import WORKER_ID, PgBossBackend, PgBossTask, UnresolvedTask
 from django_pgboss.tasks_compat import (
     SOURCE,
@@ -41,7 +43,7 @@ from django_pgboss.tasks_compat import (
 from django_pgboss.worker import Worker
 from tests.helpers import count_jobs, job_row, rows
 from tests.taskapp import tasks
-from tests.test_worker import run_worker
+from tests.test_worker import run_worker, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -235,6 +237,48 @@ def test_signals_are_sent_on_enqueue_start_and_finish():
     ]
 
 
+def test_a_running_task_reads_as_running_and_a_cancelled_one_as_failed():
+    result = tasks.wait_for_release.enqueue()
+    cancelled = tasks.add.enqueue(1, 1)
+    assert boss.cancel("default", cancelled.id) == 1
+    backend = task_backends["default"]
+    backend.ensure_queues()
+    worker = Worker(backend.registrations(), boss=backend.boss, burst=True)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        running = wait_for(lambda: (r := result_of(result)).status == TaskResultStatus.RUNNING and r)
+        assert running.attempts == 1
+        assert running.worker_ids == ["unknown"]  # the running attempt's worker is recorded when it ends
+        assert running.started_at is not None and running.finished_at is None
+    finally:
+        tasks.RELEASE.set()
+        thread.join(30)
+        tasks.RELEASE.clear()
+    assert result_of(result).return_value == "released"
+    failed = result_of(cancelled)
+    assert failed.status == TaskResultStatus.FAILED
+    assert failed.errors == [] and failed.attempts == 0 and failed.finished_at is not None
+
+
+def test_an_attempt_the_monitor_expired_is_an_error_of_the_result():
+    result = tasks.add.enqueue(2, 2)
+    (job,) = boss.fetch("default")  # a worker claimed it, then died
+    rows("UPDATE {s}.job SET started_on = started_on - interval '1 hour' WHERE id = %s", [job.id])
+    assert boss.supervise().expired == 1
+    expired = result_of(result)
+    assert expired.status == TaskResultStatus.READY
+    assert expired.attempts == 1 and expired.worker_ids == ["unknown"]
+    (error,) = expired.errors
+    assert error.exception_class_path == "django_pgboss.exceptions.TaskAttemptLost"
+    assert "job timed out" in error.traceback
+    work_tasks()
+    done = result_of(result)
+    assert done.return_value == 4
+    assert done.worker_ids == ["unknown", WORKER_ID]
+    assert [e.exception_class_path for e in done.errors] == ["django_pgboss.exceptions.TaskAttemptLost"]
+
+
 # -- per-task pg-boss options ------------------------------------------------------------------
 
 
@@ -411,6 +455,40 @@ def test_the_worker_command_can_work_one_tasks_backend_only():
     assert result_of(result).return_value == 2
     unknown = run_worker("--tasks-backend", "nope", "--burst")
     assert unknown.returncode == 1 and "--tasks-backend 'nope'" in unknown.stderr
+
+
+def test_the_worker_command_refuses_a_queue_with_both_a_handler_and_a_tasks_backend():
+    clash = {"default": {"BACKEND": "django_pgboss.tasks_backend.PgBossBackend", "QUEUES": ["echo"]}}
+    with (
+        override_settings(TASKS=clash),
+        pytest.raises(CommandError, match="'echo' have both an @work handler"),
+    ):
+        call_command("pgboss_work", "--queue", "echo", "--burst")
+    twice = {
+        "one": {"BACKEND": "django_pgboss.tasks_backend.PgBossBackend", "QUEUES": ["shared"]},
+        "two": {"BACKEND": "django_pgboss.tasks_backend.PgBossBackend", "QUEUES": ["shared"]},
+    }
+    with (
+        override_settings(TASKS=twice),
+        pytest.raises(CommandError, match="'shared' is a queue of two tasks"),
+    ):
+        call_command("pgboss_work", "--burst")
+    assert count_jobs() == 0 and boss.get_queues() == []
+
+
+def test_a_backend_on_another_schema_is_left_to_its_own_worker():
+    backends = {
+        "default": {"BACKEND": "django_pgboss.tasks_backend.PgBossBackend", "QUEUES": ["default"]},
+        "elsewhere": {
+            "BACKEND": "django_pgboss.tasks_backend.PgBossBackend",
+            "QUEUES": ["remote"],
+            "OPTIONS": {"SCHEMA": "other_jobs"},
+        },
+    }
+    with override_settings(TASKS=backends):
+        assert set(task_registrations(boss)) == {"default"}
+        assert set(task_registrations()) == {"default", "remote"}
+        assert task_backends["elsewhere"].boss.schema == "other_jobs"
 
 
 # -- docs/tasks.md -------------------------------------------------------------------------------

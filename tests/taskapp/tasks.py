@@ -74,3 +74,13 @@ def nightly_report():
 #: Not a task: the worker must refuse to run it when a job names it.
 def plain_function():
     return "should never run"
+
+
+#: Set by a test to let wait_for_release() finish.
+RELEASE = threading.Event()
+
+
+@task
+def wait_for_release():
+    RELEASE.wait(30)
+    return "released"
