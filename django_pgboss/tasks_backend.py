@@ -230,6 +230,7 @@ class PgBossBackend(BaseTaskBackend):
                 f"TASKS[{alias!r}]['OPTIONS']['DATABASE'] is {database!r}, which is not in DATABASES"
             )
         self.boss = Boss(using=database, schema=options.get("SCHEMA"))
+        self.registrations()  # checks the WORKER options now rather than when a worker starts
 
     # -- enqueueing ----------------------------------------------------------------------------
 
@@ -285,7 +286,7 @@ class PgBossBackend(BaseTaskBackend):
         if self._send(task.queue_name, data, options) is None:
             raise TaskNotEnqueued(
                 f"task {task.module_path} was not enqueued: queue {task.queue_name!r}'s policy or the "
-                "task's singleton settings dropped it (a job with the same key is already queued)"
+                "task's singleton settings dropped it (another job holds its singleton key or slot)"
             )
         object.__setattr__(result, "enqueued_at", timezone.now())
         task_enqueued.send(type(self), task_result=result)

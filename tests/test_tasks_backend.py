@@ -422,8 +422,25 @@ def test_without_create_queues_a_missing_queue_raises_queue_not_found():
         ),
         ({"QUEUES": ["default"], "OPTIONS": {"DATABASE": "nope"}}, "not in DATABASES"),
         ({"QUEUES": ["default"], "OPTIONS": {"WORKER": {"threads": 2}}}, "unknown key\\(s\\) threads"),
+        (
+            {"QUEUES": ["default"], "OPTIONS": {"WORKER": {"concurrency": 0}}},
+            "concurrency must be an integer >= 1",
+        ),
+        (
+            {"QUEUES": ["default"], "OPTIONS": {"CREATE_QUEUES": "yes"}},
+            "CREATE_QUEUES'\\] must be True or False",
+        ),
     ],
-    ids=["unknown-option", "no-queues", "bad-queue-name", "bad-queue-option", "unknown-database", "worker"],
+    ids=[
+        "unknown-option",
+        "no-queues",
+        "bad-queue-name",
+        "bad-queue-option",
+        "unknown-database",
+        "worker-key",
+        "worker-value",
+        "create-queues",
+    ],
 )
 def test_bad_backend_options_raise_invalid_task_backend(params, message):
     with pytest.raises(InvalidTaskBackend, match=message):
