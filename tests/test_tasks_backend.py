@@ -167,6 +167,16 @@ def test_an_async_task_runs_on_an_event_loop():
     assert value["sum"] == 42 and value["loop"] is True
 
 
+def test_an_async_task_can_use_the_orm():
+    from django.contrib.auth.models import User
+
+    User.objects.create_user("async-ada")
+    User.objects.create_user("async-bob")
+    result = tasks.count_users.enqueue("async-")
+    work_tasks()
+    assert result_of(result).return_value == 2
+
+
 def test_aenqueue_and_aget_result_work_from_async_code():
     async def enqueue_and_read():
         result = await tasks.add.aenqueue(4, 5)

@@ -47,6 +47,14 @@ async def async_add(a, b):
 
 
 @task
+async def count_users(username_prefix):
+    # The ORM's async API from a coroutine task: its queries run on a worker thread's connection.
+    from django.contrib.auth.models import User
+
+    return await User.objects.filter(username__startswith=username_prefix).acount()
+
+
+@task
 def label(name):
     return name
 
