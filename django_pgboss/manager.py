@@ -42,6 +42,7 @@ from django_pgboss.payloads import (
     attempt_references,
     group_limits,
     int_option,
+    job_attempt,
     job_payload,
     output_value,
     payload_json,
@@ -497,13 +498,13 @@ class Boss(DeadLetterAPI):
             return []
         ids, retry_counts, outputs = [], [], []
         for job, output in results:
-            (job_id,), attempts = attempt_references(job, "complete_each")
-            if attempts is None:
+            job_id, retry_count = job_attempt(job, "complete_each")
+            if retry_count is None:
                 raise InvalidJobReference(
                     "complete_each() needs jobs or {id, retry_count} pairs, not bare ids"
                 )
             ids.append(job_id)
-            retry_counts.append(job.retry_count if isinstance(job, Job) else job["retry_count"])
+            retry_counts.append(retry_count)
             outputs.append(
                 output if isinstance(output, EncodedOutput) else to_json(output_value(output), "output")
             )

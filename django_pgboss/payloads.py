@@ -7,6 +7,7 @@ and outputs (what a handler returned or raised, as the JSON stored on the job).
 
 from __future__ import annotations
 
+import re
 import traceback
 import uuid
 from collections.abc import Mapping, Sequence
@@ -125,28 +126,40 @@ def attempt_references(jobs: Any, verb: str) -> tuple[list[str], list[str] | Non
     ids: list[str] = []
     attempts: list[str] = []
     for item in items:
-        if isinstance(item, Job):
-            job_id, retry_count = item.id, item.retry_count
-        elif isinstance(item, Mapping):
-            if "id" not in item or "retry_count" not in item:
-                raise InvalidJobReference(
-                    f"{verb}() needs pairs with both 'id' and 'retry_count', not {dict(item)!r}"
-                )
-            job_id, retry_count = item["id"], item["retry_count"]
-        else:
-            job_id, retry_count = item, None
+        canonical, retry_count = job_attempt(item, verb)
+        ids.append(canonical)
+        if retry_count is not None:
+            attempts.append(f"{canonical}:{retry_count}")
+    return ids, (attempts if all(fenced) else None)
+
+
+# How PostgreSQL renders a uuid as text; an id already spelled so needs no parsing.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def job_attempt(item: Any, verb: str) -> tuple[str, int | None]:
+    """One settle reference as (canonical id, retry_count), retry_count None for a bare id."""
+    if isinstance(item, Job):
+        job_id, retry_count = item.id, item.retry_count
+    elif isinstance(item, Mapping):
+        if "id" not in item or "retry_count" not in item:
+            raise InvalidJobReference(
+                f"{verb}() needs pairs with both 'id' and 'retry_count', not {dict(item)!r}"
+            )
+        job_id, retry_count = item["id"], item["retry_count"]
+    else:
+        job_id, retry_count = item, None
+    if isinstance(job_id, str) and _CANONICAL_UUID.fullmatch(job_id):
+        canonical = job_id
+    else:
         try:
             canonical = str(job_id if isinstance(job_id, uuid.UUID) else uuid.UUID(str(job_id)))
         except ValueError:
             raise InvalidJobReference(f"{verb}(): {job_id!r} is not a job id (a uuid)") from None
-        ids.append(canonical)
-        if retry_count is not None or isinstance(item, Job | Mapping):
-            if isinstance(retry_count, bool) or not isinstance(retry_count, int) or retry_count < 0:
-                raise InvalidJobReference(
-                    f"{verb}(): retry_count must be an integer >= 0, not {retry_count!r}"
-                )
-            attempts.append(f"{canonical}:{retry_count}")
-    return ids, (attempts if all(fenced) else None)
+    fenced = retry_count is not None or isinstance(item, Job | Mapping)
+    if fenced and (isinstance(retry_count, bool) or not isinstance(retry_count, int) or retry_count < 0):
+        raise InvalidJobReference(f"{verb}(): retry_count must be an integer >= 0, not {retry_count!r}")
+    return canonical, retry_count
 
 
 class EncodedOutput(str):

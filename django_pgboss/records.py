@@ -64,22 +64,27 @@ class Job:
 
 #: Job's field names, in the order the fetch and read statements return their columns.
 JOB_FIELDS = tuple(f.name for f in fields(Job))
+_UUID_FIELDS = tuple(JOB_FIELDS.index(key) for key in ("id", "source_id", "source_root_id"))
+_JSON_FIELDS = tuple(JOB_FIELDS.index(key) for key in ("data", "output", "source_output"))
 
 
 def job_from_row(row: Sequence[Any]) -> Job:
-    """Build a Job from a row in JOB_FIELDS order.
+    """Build a Job from a row in JOB_FIELDS order (a fetch without metadata returns a prefix).
 
     uuids come back from psycopg as UUID objects and are handed out as strings; jsonb comes back
     from Django's connection as text (Django reads it that way for JSONField) and is decoded.
+    Columns past JOB_FIELDS (a fetch's ordering columns) are ignored. Positional, because every
+    fetched job passes through here.
     """
-    values = dict(zip(JOB_FIELDS, row, strict=False))
-    for key in ("id", "source_id", "source_root_id"):
-        if values.get(key) is not None:
-            values[key] = str(values[key])
-    for key in ("data", "output", "source_output"):
-        if isinstance(values.get(key), str):
-            values[key] = json.loads(values[key])
-    return Job(**values)
+    values = list(row[: len(JOB_FIELDS)])
+    width = len(values)
+    for index in _UUID_FIELDS:
+        if index < width and values[index] is not None:
+            values[index] = str(values[index])
+    for index in _JSON_FIELDS:
+        if index < width and isinstance(values[index], str):
+            values[index] = json.loads(values[index])
+    return Job(*values)
 
 
 @dataclass(frozen=True, slots=True)
