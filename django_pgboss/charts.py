@@ -47,12 +47,15 @@ class Series:
     unit: str = "jobs"
 
 
-# The drawing's coordinate system. Text is sized for this width: at a phone's ~360 px the SVG is
-# scaled to about 0.6, which keeps 13-unit text at a readable 8 px or so.
+# The drawing's coordinate system. The SVG is scaled to its container, so text set in these units
+# shrinks with it: 15 units read as about 11 px in a desktop column. static/pgboss/admin.css sets
+# 20 units on narrow screens (about 11 px on a phone), and the margins and legend leave room for it.
 WIDTH = 600
 HEIGHT = 300
-LEFT, RIGHT, TOP, BOTTOM = 56, 16, 16, 78
-FONT = 13
+LEFT, RIGHT, TOP, BOTTOM = 64, 20, 16, 82
+FONT = 15
+#: Room the legend leaves per character of a series name, enough for the narrow-screen text size.
+LEGEND_CHAR = 11.5
 
 
 def nice_ticks(maximum: float, count: int = 5) -> list[float]:
@@ -83,7 +86,7 @@ def format_time(moment: dt.datetime, span: dt.timedelta) -> str:
 
 def _marker(shape: str, x: float, y: float, colour: str, tip: str = "") -> str:
     """One marker; with ``tip``, a ``<title>`` inside it that browsers show as a tooltip."""
-    size = 4.5
+    size = 5.0
     if shape == "square":
         tag, attrs = (
             "rect",
@@ -167,8 +170,8 @@ def line_chart(
             f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#333">{format_number(tick)}</text>'
         )
     parts.append(
-        f'<text x="14" y="{TOP + plot_h / 2:.1f}" text-anchor="middle" fill="#333" '
-        f'transform="rotate(-90 14 {TOP + plot_h / 2:.1f})">{escape(y_label)}</text>'
+        f'<text x="16" y="{TOP + plot_h / 2:.1f}" text-anchor="middle" fill="#333" '
+        f'transform="rotate(-90 16 {TOP + plot_h / 2:.1f})">{escape(y_label)}</text>'
     )
     # x axis with five evenly spaced time labels.
     axis_y = TOP + plot_h
@@ -183,7 +186,7 @@ def line_chart(
             f'<line x1="{x:.1f}" y1="{axis_y:.1f}" x2="{x:.1f}" y2="{axis_y + 4:.1f}" stroke="#333"/>'
         )
         parts.append(
-            f'<text x="{x:.1f}" y="{axis_y + 18:.1f}" text-anchor="{anchor}" fill="#333">'
+            f'<text x="{x:.1f}" y="{axis_y + 22:.1f}" text-anchor="{anchor}" fill="#333">'
             f"{escape(format_time(moment, span))}</text>"
         )
     if not values:
@@ -201,7 +204,7 @@ def line_chart(
             coordinates = " ".join(f"{x:.1f},{y:.1f}" for x, y in segment)
             parts.append(
                 f'<polyline points="{coordinates}" fill="none" stroke="{style.colour}" '
-                f'stroke-width="2"{dash} stroke-linejoin="round"/>'
+                f'stroke-width="2.5"{dash} stroke-linejoin="round"/>'
             )
         for (moment, value), (x, y) in zip(item.points, placed, strict=True):
             if value is None or y is None:
@@ -221,7 +224,7 @@ def line_chart(
         )
         parts.append(_marker(style.marker, x + 17, legend_y, style.colour))
         parts.append(f'<text x="{x + 40}" y="{legend_y + 4}" fill="#222">{escape(item.label)}</text>')
-        x += 40 + 9 * len(item.label) + 24
+        x += 40 + LEGEND_CHAR * len(item.label) + 20
     parts.append("</svg>")
     return mark_safe("".join(parts))  # every interpolated text is escaped above
 

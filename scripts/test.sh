@@ -78,6 +78,20 @@ if [ ! -f "$node_dir/node_modules/pg-boss/package.json" ] ||
 fi
 export PGBOSS_NODE_DIR=$node_dir
 
+# Debian's chromium, which the admin's browser test drives through Playwright (never
+# `playwright install`, which downloads a browser). Without it the test skips, saying why.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "test.sh: installing chromium with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    (apt-get update -qq >/dev/null &&
+      apt-get install -y -qq -o DPkg::Lock::Timeout=120 --no-install-recommends chromium >/dev/null) ||
+      export PGBOSS_NO_BROWSER="apt-get could not install chromium"
+  else
+    export PGBOSS_NO_BROWSER="chromium is not installed, and test.sh installs it only as root with apt-get"
+  fi
+fi
+
 # The database: started here, stopped on exit, unless it was already running.
 port=${PGBOSS_TEST_PORT:-55433}
 if pg_isready -q -h 127.0.0.1 -p "$port" 2>/dev/null || /usr/lib/postgresql/*/bin/pg_isready -q -h 127.0.0.1 -p "$port" 2>/dev/null; then
