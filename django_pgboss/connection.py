@@ -13,8 +13,6 @@ cursor wrapper, so error translation, execute wrappers and query logging work as
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -29,24 +27,43 @@ PREPARE_THRESHOLD = 1
 _local = threading.local()
 
 
-@contextmanager
-def statement_cursor(alias: str) -> Iterator[Any]:
-    """A Django cursor wrapper for one of django_pgboss's statements on connection ``alias``."""
-    connection = connections[alias]
-    if not pgboss_settings.PREPARED_STATEMENTS:
-        with connection.cursor() as cursor:
-            yield cursor
-        return
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    raw = connection.connection
-    cursors: dict[str, tuple[Any, psycopg.Cursor]] = _local.__dict__.setdefault("cursors", {})
-    cached = cursors.get(alias)
-    if cached is None or cached[0] is not raw or cached[1].closed:
-        # Django opens connections with prepared statements disabled (for connection poolers);
-        # they are enabled here for server-side binding cursors, which only we use.
-        if raw.prepare_threshold is None:
-            raw.prepare_threshold = PREPARE_THRESHOLD
-        cached = (raw, psycopg.Cursor(raw))
-        cursors[alias] = cached
-    yield connection._prepare_cursor(cached[1])
+def statement_cursor(alias: str) -> _StatementCursor:
+    """A context manager giving a Django cursor wrapper for one of django_pgboss's statements on
+    connection ``alias``."""
+    return _StatementCursor(alias)
+
+
+class _StatementCursor:
+    """statement_cursor()'s context manager: a class rather than a generator, because every send
+    and fetch enters one and a generator-based context manager costs several times as much."""
+
+    __slots__ = ("_alias", "_plain")
+
+    def __init__(self, alias: str) -> None:
+        self._alias = alias
+        self._plain: Any = None
+
+    def __enter__(self) -> Any:
+        connection = connections[self._alias]
+        if not pgboss_settings.PREPARED_STATEMENTS:
+            self._plain = connection.cursor()
+            return self._plain.__enter__()
+        connection.close_if_health_check_failed()
+        connection.ensure_connection()
+        raw = connection.connection
+        cursors: dict[str, tuple[Any, psycopg.Cursor]] = _local.__dict__.setdefault("cursors", {})
+        cached = cursors.get(self._alias)
+        if cached is None or cached[0] is not raw or cached[1].closed:
+            # Django opens connections with prepared statements disabled (for connection
+            # poolers); they are enabled here for server-side binding cursors, which only we use.
+            if raw.prepare_threshold is None:
+                raw.prepare_threshold = PREPARE_THRESHOLD
+            cached = (raw, psycopg.Cursor(raw))
+            cursors[self._alias] = cached
+        return connection._prepare_cursor(cached[1])
+
+    def __exit__(self, *exc_info: Any) -> None:
+        # The reused psycopg cursor stays open for the next statement; a plain Django cursor
+        # (PREPARED_STATEMENTS off) is closed as Django closes it.
+        if self._plain is not None:
+            self._plain.__exit__(*exc_info)

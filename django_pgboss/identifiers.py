@@ -7,6 +7,7 @@ that satisfy pg-boss's own rules come out.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from django_pgboss.constants import BARE_IDENTIFIER_PATTERN, SCHEMA_NAME_MAX_BYTES
@@ -243,6 +244,15 @@ def schema_key(name: str) -> str:
 
 def quote_schema(name: str) -> str:
     """Validate a schema name and return its SQL spelling."""
+    if not isinstance(name, str):
+        validate_schema_name(name)  # raises, naming the problem
+    return _quote_schema(name)
+
+
+@functools.lru_cache(maxsize=64)
+def _quote_schema(name: str) -> str:
+    # Every statement renders the schema into its text; validating the same setting on each one
+    # was a measurable part of a send. A name that fails raises, and a failure is never cached.
     return quote_identifier(validate_schema_name(name))
 
 
