@@ -126,3 +126,12 @@ def staff_client(client, django_user_model):
         return client
 
     return login
+
+
+@pytest.fixture
+def clock(request):
+    """A TestClock on job_now(), attached for the test: time moves only when the test moves it."""
+    from django_pgboss.testing import TestClock
+
+    with TestClock() as test_clock:
+        yield test_clock

@@ -1,8 +1,9 @@
 """The monitor pass: gauges, the 12.35 throughput window, snapshots, true-up, retention, backoff.
 
-Deterministic without sleeping: inside a test's transaction job_now() stands still, so "time
-passing" is written into the data instead: a queue's delta_on or a job's stamps are moved back,
-and claim stamps are cleared as if their interval had elapsed.
+Deterministic without sleeping: the tests that depend on time passing run on a TestClock
+(django_pgboss.testing), which drives job_now(), the only clock pg-boss's SQL reads, so a job's
+stamps, the claim intervals and the throughput window all move with clock.advance(). A monitor
+pass claims a queue once MONITOR_INTERVAL_SECONDS (60) have passed since its last claim.
 """
 
 from __future__ import annotations
@@ -22,20 +23,9 @@ def now() -> dt.datetime:
     return rows("SELECT now()")[0][0]
 
 
-def elapse() -> None:
-    """As if every claim interval had passed."""
-    rows(
-        "UPDATE {s}.queue SET monitor_claim_on = now() - interval '1 hour', maintain_on = now() - interval '2 days'"
-    )
-
-
 def queue_row(name: str, *columns: str) -> tuple:
     (row,) = rows(f"SELECT {', '.join(columns)} FROM {{s}}.queue WHERE name = %s", [name])
     return row
-
-
-def stamp(job_id: str, column: str, seconds_ago: float) -> None:
-    rows(f"UPDATE {{s}}.job SET {column} = now() - %s * interval '1s' WHERE id = %s", [seconds_ago, job_id])
 
 
 def snapshots(name: str) -> list[tuple]:
@@ -74,71 +64,75 @@ def test_first_pass_writes_gauges_and_starts_the_window(queue):
     assert (info.queued_count, info.active_count, info.delta_on) == (2, 1, delta_on)
 
 
-def test_deltas_count_what_happened_in_the_window_and_nothing_twice(queue):
-    boss.supervise()  # the first pass starts the window
-    rows("UPDATE {s}.queue SET delta_on = now() - interval '70 seconds'")
-    created = [boss.send(queue, {"n": n}) for n in range(5)]
-    for job_id in created:
-        stamp(job_id, "created_on", 40)
+def test_deltas_count_what_happened_in_the_window_and_nothing_twice(queue, clock):
+    start = clock.now()
+    boss.supervise()  # the first pass starts the window at start - 10 s (the lag)
+    clock.advance(seconds=20)
+    for n in range(5):
+        boss.send(queue, {"n": n})
+    clock.advance(seconds=10)
     done, broken = boss.fetch(queue, batch_size=2)
     boss.complete(queue, done)
     boss.fail(queue, broken)
-    for job_id in (done.id, broken.id):
-        stamp(job_id, "completed_on", 30)
-    too_recent = boss.send(queue, {"n": "late"})  # stamped now: inside the lag, not this window
-    elapse()
-    boss.supervise()
-    assert queue_row(queue, "created_delta", "completed_delta", "failed_delta", "delta_seconds") == (
+    clock.advance(seconds=25)
+    boss.send(queue, {"n": "late"})  # at start + 55: inside the lag of the next pass
+    clock.advance(seconds=5)
+    assert boss.supervise().counted == [queue]  # counts [start - 10, start + 50)
+    assert queue_row(
+        queue, "created_delta", "completed_delta", "failed_delta", "delta_seconds", "delta_on"
+    ) == (
         5,
         1,
         1,
         60,
+        start + dt.timedelta(seconds=50),
     )
-    # The next pass starts where this one ended: nothing is counted again.
-    elapse()
+    # The next pass starts where this one ended: the late job is counted there, once.
+    clock.advance(seconds=60)
+    boss.supervise()
+    assert queue_row(queue, "created_delta", "completed_delta", "failed_delta", "delta_seconds") == (
+        1,
+        0,
+        0,
+        60,
+    )
+    clock.advance(seconds=60)
     boss.supervise()
     assert queue_row(queue, "created_delta", "completed_delta", "failed_delta", "delta_seconds") == (
         0,
         0,
         0,
-        0,
+        60,
     )
-    # 15 s later the lag is behind the job stamped inside it: it is counted, once.
-    stamp(too_recent, "created_on", 15)
-    rows("UPDATE {s}.queue SET delta_on = now() - interval '25 seconds'")
-    elapse()
-    boss.supervise()
-    assert queue_row(queue, "created_delta", "delta_seconds") == (1, 15)
-    assert [s[:4] for s in snapshots(queue)] == [(0, 0, 0, None), (5, 1, 1, 60), (0, 0, 0, 0), (1, 0, 0, 15)]
+    assert [s[:4] for s in snapshots(queue)] == [(0, 0, 0, None), (5, 1, 1, 60), (1, 0, 0, 60), (0, 0, 0, 60)]
 
 
-def test_a_window_older_than_the_reset_maximum_starts_afresh(queue):
+def test_a_window_older_than_the_reset_maximum_starts_afresh(queue, clock):
     boss.supervise()
-    rows("UPDATE {s}.queue SET delta_on = now() - interval '3 hours'")
-    job_id = boss.send(queue)
-    stamp(job_id, "created_on", 3600)
-    elapse()
+    clock.advance(hours=1)
+    boss.send(queue)
+    clock.advance(hours=2)  # the window would now span 3 hours: over the 2-hour maximum
     boss.supervise()
     assert queue_row(queue, "created_delta", "delta_seconds", "delta_on") == (
         0,
         None,
-        now() - dt.timedelta(seconds=10),
+        clock.now() - dt.timedelta(seconds=10),
     )
 
 
-def test_a_pass_that_does_not_count_leaves_the_window_open(queue):
+def test_a_pass_that_does_not_count_leaves_the_window_open(queue, clock):
+    start = clock.now()
     boss.supervise()
-    rows("UPDATE {s}.queue SET delta_on = now() - interval '70 seconds'")
-    job_id = boss.send(queue)
-    stamp(job_id, "created_on", 40)
-    elapse()
+    clock.advance(seconds=30)
+    boss.send(queue)
+    clock.advance(seconds=30)
     with pgboss_settings_with(PERSIST_QUEUE_STATS=False):
         boss.supervise()
     # The gauges were refreshed, the window was not moved.
-    assert queue_row(queue, "queued_count", "delta_on") == (1, now() - dt.timedelta(seconds=70))
-    elapse()
+    assert queue_row(queue, "queued_count", "delta_on") == (1, start - dt.timedelta(seconds=10))
+    clock.advance(seconds=60)
     boss.supervise()
-    assert queue_row(queue, "created_delta", "delta_seconds") == (1, 60)
+    assert queue_row(queue, "created_delta", "delta_seconds") == (1, 120)
 
 
 def test_queues_not_due_are_not_counted(queue):
@@ -148,15 +142,42 @@ def test_queues_not_due_are_not_counted(queue):
     assert queue_row(queue, "queued_count") == (0,)
 
 
-def test_backoff_defers_the_aggregate_but_not_expiry(queue):
-    boss.update_queue(queue, expire_in_seconds=1)
+def test_backoff_defers_the_aggregate_but_not_expiry(queue, clock):
+    boss.update_queue(queue, expire_in_seconds=30)
     boss.send(queue)
     (job,) = boss.fetch(queue)
-    stamp(job.id, "started_on", 60)
-    rows("UPDATE {s}.version SET monitor_backoff_on = now() + interval '10 minutes'")
+    rows("UPDATE {s}.version SET monitor_backoff_on = {s}.job_now() + interval '10 minutes'")
+    clock.advance(seconds=29)
+    assert boss.supervise().expired == 0
+    clock.advance(seconds=60)  # the next pass: a queue is claimed once a monitor interval
     report = boss.supervise()
     assert report.counted == []
     assert report.expired == 1
+    assert job_row(job.id, "state") == ("failed",)
+
+
+def test_an_expired_job_with_attempts_left_is_retried(clock):
+    boss.create_queue("expiring", expire_in_seconds=30, retry_limit=1)
+    boss.send("expiring")
+    (job,) = boss.fetch("expiring")
+    clock.advance(seconds=31)
+    assert boss.supervise().expired == 1
+    assert job_row(job.id, "state", "output") == ("retry", {"value": {"message": "job timed out"}})
+    (again,) = boss.fetch("expiring")
+    assert (again.id, again.retry_count) == (job.id, 1)
+
+
+def test_a_stopped_heartbeat_fails_the_job_before_its_expiry(clock):
+    boss.create_queue("beating", heartbeat_seconds=10, retry_limit=0)
+    boss.send("beating")
+    (job,) = boss.fetch("beating")
+    clock.advance(seconds=8)
+    assert boss.touch("beating", job) == 1
+    clock.advance(seconds=8)  # 16 s after the claim, 8 s after the last beat: alive
+    assert boss.supervise().stalled == 0
+    clock.advance(seconds=60)  # the next pass, long before the 15-minute expiry
+    report = boss.supervise()
+    assert (report.stalled, report.expired) == (1, 0)
     assert job_row(job.id, "state") == ("failed",)
 
 
@@ -174,53 +195,73 @@ def test_a_long_aggregate_engages_the_vacuum_backoff_which_only_moves_later():
     assert quiet.backoff_seconds is None
 
 
-def test_true_up_raises_a_snapshot_for_a_late_commit(queue):
+@pytest.mark.django_db(transaction=True)
+def test_true_up_raises_a_snapshot_for_a_late_commit(clock):
+    import threading
+
+    from django.db import connections, transaction
+
+    boss.create_queue("q", retry_limit=0)
     boss.supervise()  # snapshot 1 starts the window and anchors the true-up
-    rows("UPDATE {s}.queue SET delta_on = now() - interval '130 seconds'")
-    rows("UPDATE {s}.queue_stats SET delta_on = now() - interval '130 seconds'")
-    counted = [boss.send(queue, {"n": n}) for n in range(2)]
-    for job_id in counted:
-        stamp(job_id, "created_on", 100)
-    elapse()
-    boss.supervise()  # snapshot 2 counts [T-130, T-10): 2 jobs
-    assert [s[0] for s in snapshots(queue)] == [0, 2]
-    # Let 20 s pass (the test's clock stands still, so the past moves back instead).
-    rows("UPDATE {s}.queue SET delta_on = delta_on - interval '20 seconds'")
-    rows(
-        "UPDATE {s}.queue_stats SET delta_on = delta_on - interval '20 seconds', "
-        "captured_on = captured_on - interval '20 seconds' WHERE delta_seconds IS NOT NULL"
-    )
-    # A transaction that started inside that window commits only now.
-    late = boss.send(queue, {"n": "late"})
-    stamp(late, "created_on", 50)
-    elapse()
+    clock.advance(seconds=20)
+    counted = [boss.send("q", {"n": n}) for n in range(2)]
+    # Another connection sends a job at the same moment and holds its transaction open.
+    sent, release = threading.Event(), threading.Event()
+
+    def late_sender() -> None:
+        try:
+            with transaction.atomic():
+                boss.send("q", {"n": "late"})
+                sent.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=late_sender)
+    thread.start()
+    try:
+        assert sent.wait(10)
+        clock.advance(seconds=40)
+        boss.supervise()  # snapshot 2 counts its window: the late job is not visible yet
+        assert [s[0] for s in snapshots("q")] == [0, 2]
+    finally:
+        release.set()
+        thread.join(30)
+    # It commits now, stamped inside snapshot 2's window, long past the lag.
+    clock.advance(seconds=60)
     report = boss.supervise()
     assert report.trued_up == 1
-    assert [s[0] for s in snapshots(queue)] == [0, 3, 0]
+    assert [s[0] for s in snapshots("q")] == [0, 3, 0]
     # Never down: a deleted job does not lower the snapshot, and nothing is raised twice.
-    boss.delete_job(queue, counted)
-    elapse()
+    boss.delete_job("q", counted)
+    clock.advance(seconds=60)
     assert boss.supervise().trued_up == 0
-    assert [s[0] for s in snapshots(queue)] == [0, 3, 0, 0]
+    assert [s[0] for s in snapshots("q")] == [0, 3, 0, 0]
 
 
-def test_retention_deletes_old_finished_and_expired_waiting_jobs(queue):
+def test_retention_deletes_old_finished_and_expired_waiting_jobs(queue, clock):
     boss.update_queue(queue, delete_after_seconds=60)
-    keep_done = boss.send(queue)
     old_done = boss.send(queue)
-    for job in boss.fetch(queue, batch_size=2):
-        boss.complete(queue, job)
-    stamp(old_done, "completed_on", 120)
-    stale_waiting = boss.send(queue)
-    rows("UPDATE {s}.job SET keep_until = now() - interval '1 second' WHERE id = %s", [stale_waiting])
-    waiting = boss.send(queue)
+    boss.complete(queue, boss.fetch(queue))
+    stale_waiting = boss.send(queue, retention_seconds=60)  # never fetched, kept 60 s
+    clock.advance(seconds=30)
+    keep_done = boss.send(queue, priority=1)  # fetched ahead of stale_waiting
+    boss.complete(queue, boss.fetch(queue))
+    clock.advance(seconds=31)  # old_done finished 61 s ago, keep_done 31 s ago
+    waiting = boss.send(queue, retention_seconds=7 * 86400)
     report = boss.supervise()
     assert report.maintained == [queue]
     assert report.deleted == 2
     assert {j.id for j in boss.find_jobs(queue)} == {keep_done, waiting}
-    # Retention runs once per maintenance interval.
-    stamp(keep_done, "completed_on", 120)
+    assert old_done not in {j.id for j in boss.find_jobs(queue)}
+    # Retention runs once per maintenance interval (a day by default).
+    clock.advance(hours=1)
     assert boss.supervise().maintained == []
+    clock.advance(hours=23)
+    report = boss.supervise()
+    assert (report.maintained, report.deleted) == ([queue], 1)
+    assert {j.id for j in boss.find_jobs(queue)} == {waiting}
+    assert stale_waiting not in {j.id for j in boss.find_jobs(queue)}
 
 
 def test_stats_partitions_are_kept_ahead_and_dropped_after_retention():
@@ -366,7 +407,7 @@ def test_without_persisted_stats_the_history_is_the_last_count(queue):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_three_monitors_racing_count_each_queue_once_without_deadlock():
+def test_three_monitors_racing_count_each_queue_once_without_deadlock(clock):
     import threading
 
     from django.db import connections
@@ -409,29 +450,26 @@ def test_three_monitors_racing_count_each_queue_once_without_deadlock():
         assert dict(rows("SELECT name, count(*) FROM {s}.queue_stats GROUP BY name")) == {
             name: n for name, n in tally.items() if n
         }
-        elapse()
+        clock.advance(seconds=60)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_counters_agree_with_a_recount_over_a_mixed_workload():
+def test_counters_agree_with_a_recount_over_a_mixed_workload(clock):
     boss.create_queue("mixed", retry_limit=0)
     boss.supervise()  # starts the window
-    rows("UPDATE {s}.queue SET delta_on = now() - interval '1 hour'")
+    clock.advance(seconds=5)
     boss.insert("mixed", [{"data": i, "priority": 1} for i in range(50)])
     retriable = boss.insert("mixed", [{"data": i, "retry_limit": 1} for i in range(10)], return_ids=True)
+    clock.advance(seconds=5)
     jobs = boss.fetch("mixed", batch_size=50)  # the priority-1 jobs
     boss.complete("mixed", jobs[:20])
     boss.fail("mixed", jobs[20:30])  # no retries left: failed
     boss.cancel("mixed", jobs[30:35])  # neither completed nor failed
+    clock.advance(seconds=5)
     retrying = boss.fetch("mixed", batch_size=10)
     assert sorted(j.id for j in retrying) == sorted(retriable)
     boss.fail("mixed", retrying)  # back to retry: not failed (yet)
-    # All of it committed just now; move it inside the counting window, as time passing would.
-    rows(
-        "UPDATE {s}.job SET created_on = created_on - interval '1 minute', "
-        "completed_on = completed_on - interval '1 minute'"
-    )
-    elapse()
+    clock.advance(seconds=45)
     boss.supervise()
     recount = rows(
         "SELECT count(*), count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state = 'failed') "

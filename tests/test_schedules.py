@@ -102,14 +102,19 @@ def test_an_occurrence_is_sent_once_with_its_data_and_options(queue):
     assert len(sent(queue)) == 1
 
 
-def test_honours_the_time_zone(queue):
+def test_honours_the_time_zone(queue, clock):
     boss.schedule(queue, "0 9 * * *", {"where": "new york"}, tz="America/New_York", key="ny")
     boss.schedule(queue, "0 9 * * *", {"where": "utc"}, key="utc")
-    nine_in_new_york = dt.datetime(2027, 1, 5, 14, 0, 30, tzinfo=dt.UTC)  # EST is UTC-5
-    run_timekeeper(boss, now=nine_in_new_york)
-    assert [j.data for j in sent(queue)] == [{"where": "new york"}]
-    new_pass()
-    run_timekeeper(boss, now=dt.datetime(2027, 1, 5, 9, 0, 10, tzinfo=dt.UTC))
+    clock.set_time(dt.datetime(2027, 1, 5, 8, 59, 40, tzinfo=dt.UTC))
+    run_timekeeper(boss)
+    assert sent(queue) == []
+    clock.advance(seconds=30)  # 09:00:10 UTC
+    run_timekeeper(boss)
+    assert [j.data for j in sent(queue)] == [{"where": "utc"}]
+    clock.set_time(dt.datetime(2027, 1, 5, 13, 59, 40, tzinfo=dt.UTC))
+    run_timekeeper(boss)
+    clock.advance(seconds=30)  # 14:00:10 UTC is 09:00:10 in New York (EST, UTC-5)
+    run_timekeeper(boss)
     assert sorted(j.data["where"] for j in sent(queue)) == ["new york", "utc"]
 
 
@@ -152,29 +157,37 @@ def test_a_failed_send_is_retried_not_lost(queue):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_three_timekeepers_racing_send_each_occurrence_once(queue):
+def test_three_timekeepers_racing_send_each_occurrence_once_a_minute(queue, clock):
     boss.schedule(queue, "* * * * *", {"n": 1})
-    # One evaluation instant for every pass, so a minute turning over mid-test cannot add a due
-    # occurrence (the claims still run on the server's clock).
-    moment = db_now()
-    start = threading.Barrier(3)
-    reports = []
+    clock.set_time(dt.datetime(2027, 3, 1, 10, 0, 30, tzinfo=dt.UTC))
 
-    def timekeeper() -> None:
-        try:
-            start.wait()
-            reports.append(run_timekeeper(Boss(), now=moment))
-        finally:
-            connections.close_all()
+    def race() -> list:
+        start = threading.Barrier(3)
+        reports = []
 
-    threads = [threading.Thread(target=timekeeper) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert sorted(r.claimed for r in reports) == [False, False, True]
-    assert len(sent(queue)) == 1
-    # And again after the interval: the same minute's occurrence is still not sent twice.
-    new_pass()
-    run_timekeeper(boss, now=moment)
-    assert len(sent(queue)) == 1
+        def timekeeper() -> None:
+            try:
+                start.wait()
+                reports.append(run_timekeeper(Boss()))
+            finally:
+                connections.close_all()
+
+        threads = [threading.Thread(target=timekeeper) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        return sorted(report.claimed for report in reports)
+
+    assert race() == [False, False, True]
+    assert len(sent(queue)) == 1  # 10:00's occurrence
+    clock.advance(seconds=20)  # 10:00:50: within the cron interval, nobody claims a pass
+    assert race() == [False, False, False]
+    clock.advance(seconds=15)  # 10:01:05
+    assert race() == [False, False, True]
+    clock.advance(seconds=35)  # 10:01:40: claimed again, but 10:01's occurrence is already sent
+    assert race() == [False, False, True]
+    assert len(sent(queue)) == 2
+    clock.advance(seconds=30)  # 10:02:10
+    assert race() == [False, False, True]
+    assert len(sent(queue)) == 3

@@ -367,7 +367,7 @@ def test_a_batch_size_above_concurrency_claims_ahead_and_heartbeats_the_waiting_
         return {"n": job.data["n"]}
 
     registration = Registration("ahead", handler, concurrency=2, batch_size=10, polling_interval_seconds=0.1)
-    worker, thread = in_process(registration, burst=True)
+    _, thread = in_process(registration, burst=True)
     try:
         # One fetch claims ten: two run, eight wait for a thread, and nothing beyond ten is taken.
         wait_for(lambda: states().get("active") == 10)
