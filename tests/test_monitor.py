@@ -156,6 +156,20 @@ def test_backoff_defers_the_aggregate_but_not_expiry(queue, clock):
     assert job_row(job.id, "state") == ("failed",)
 
 
+def test_a_backed_off_pass_leaves_the_window_for_the_next_counting_pass(queue, clock):
+    start = clock.now()
+    boss.supervise()
+    clock.advance(seconds=30)
+    boss.send(queue)
+    rows("UPDATE {s}.version SET monitor_backoff_on = {s}.job_now() + interval '80 seconds'")
+    clock.advance(seconds=30)
+    assert boss.supervise().counted == []
+    assert queue_row(queue, "delta_on") == (start - dt.timedelta(seconds=10),)
+    clock.advance(seconds=60)  # the backoff is over
+    assert boss.supervise().counted == [queue]
+    assert queue_row(queue, "created_delta", "delta_seconds") == (1, 120)
+
+
 def test_an_expired_job_with_attempts_left_is_retried(clock):
     boss.create_queue("expiring", expire_in_seconds=30, retry_limit=1)
     boss.send("expiring")
