@@ -12,15 +12,17 @@ Permissions: ``pgboss.view_*`` for the pages; ``pgboss.retry_job``, ``cancel_job
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
@@ -99,8 +101,14 @@ class QueueAdmin(ReadOnlyAdmin):
         return obj.failed_count
 
     @admin.display(description="dead-lettered", ordering="dead_lettered_count")
-    def dead_lettered(self, obj: Queue) -> int:
-        return obj.dead_lettered_count
+    def dead_lettered(self, obj: Queue) -> str | int:
+        if not obj.dead_lettered_count:
+            return 0
+        # The copies themselves, wherever they wait, ready to be selected and redriven.
+        query = urlencode({"source_name": obj.name, "state__in": "created,retry"})
+        return format_html(
+            '<a href="{}?{}">{}</a>', reverse("admin:pgboss_job_changelist"), query, obj.dead_lettered_count
+        )
 
     def _throughput(self, obj: Queue) -> admin_views.Throughput:
         cached = getattr(obj, "_pgboss_throughput", None)
@@ -181,15 +189,17 @@ JOB_ACTION_PERMISSIONS = {
 class JobAdmin(ReadOnlyAdmin):
     """Jobs: filter, search, read payload and output, and act on them through Boss."""
 
+    # What an operator looks for first (state, why it failed, where it came from) comes first.
     list_display = [
         "id",
         "name",
         "state",
-        "policy",
         "retry_count",
+        "output_summary",
+        "came_from",
         "created_on",
         "completed_on",
-        "source_name",
+        "policy",
     ]
     list_filter = [QueueNameFilter, "state", "policy"]
     search_fields = ["=id", "=singleton_key"]
@@ -253,6 +263,21 @@ class JobAdmin(ReadOnlyAdmin):
     class Media:
         css = {"all": ["pgboss/admin.css"]}
 
+    @admin.display(description="came from", ordering="source_name")
+    def came_from(self, obj: Job) -> str:
+        return obj.source_name or "-"
+
+    @admin.display(description="output")
+    def output_summary(self, obj: Job) -> str:
+        """The output's message (what a failure says), or the start of its JSON."""
+        output = obj.output
+        if output is None:
+            return "-"
+        text = output.get("message") if isinstance(output, dict) else None
+        if not isinstance(text, str):
+            text = json.dumps(output, ensure_ascii=False, default=str)
+        return text if len(text) <= 80 else text[:79] + "…"
+
     @admin.display(description="data")
     def pretty_data(self, obj: Job) -> str:
         return _pretty(obj.data)
@@ -306,6 +331,20 @@ class JobAdmin(ReadOnlyAdmin):
             if action in self.actions and action not in self.get_actions(request):
                 raise PermissionDenied
         return super().changelist_view(request, extra_context)
+
+    def response_action(self, request: HttpRequest, queryset: QuerySet, **kwargs: Any) -> HttpResponse | None:
+        # **kwargs: Django 6.1 passes where the action form was (action_location).
+        response = super().response_action(request, queryset, **kwargs)
+        # An action run from a job's own page returns there, while the job still exists.
+        back = request.POST.get("_return_to_job")
+        if isinstance(response, HttpResponseRedirect) and back:
+            try:
+                job_id = uuid.UUID(back)
+            except ValueError:
+                return response
+            if Job.objects.filter(id=job_id).exists():
+                return HttpResponseRedirect(reverse("admin:pgboss_job_change", args=[quote(str(job_id))]))
+        return response
 
     def get_urls(self) -> list:
         info = self.opts.app_label, self.opts.model_name

@@ -107,6 +107,27 @@ def test_queue_list_shows_policy_counts_dead_letters_and_last_hour_throughput(ad
     assert THROUGHPUT_BUCKET_SECONDS == 300
 
 
+def test_dead_lettered_count_links_to_the_waiting_copies(admin_client, dead_lettered):
+    body = admin_client.get(reverse("admin:pgboss_queue_changelist")).content.decode()
+    link = re.search(r'<a href="([^"]+)">2</a>', body)
+    assert link is not None
+    copies = page_text(admin_client.get(html.unescape(link.group(1))))
+    assert all(copy in copies for copy in dead_lettered["copies"])
+    assert "2 jobs" in copies and dead_lettered["waiting"] not in copies
+
+
+def test_job_list_says_why_a_job_failed_and_where_it_came_from(admin_client, dead_lettered):
+    text = page_text(admin_client.get(JOBS, {"name": "orders-dlq"}))
+    assert "Retry count Output Came from" in text
+    # The copies wait in orders-dlq, came from orders, and have no output of their own yet.
+    for copy in dead_lettered["copies"]:
+        assert re.search(rf"{copy} orders-dlq Created 0 - orders [^-]+ - - ", text), text
+    # The failed jobs say why.
+    failed = page_text(admin_client.get(JOBS, {"state__exact": "failed"}))
+    for job in dead_lettered["failed"]:
+        assert re.search(rf"{job} orders Failed 0 card declined - ", failed), failed
+
+
 def test_job_list_filters_by_queue_state_and_policy(admin_client, dead_lettered):
     boss.create_queue("reports", policy="short")
     report = boss.send("reports", {"r": 1}, singleton_key="daily")
@@ -205,12 +226,20 @@ def test_delete_action_deletes_through_boss_and_logs_a_deletion(admin_client, de
     assert LogEntry.objects.get(object_id=first).action_flag == DELETION
 
 
-def test_the_job_page_buttons_post_the_same_actions(admin_client, dead_lettered):
+def test_the_job_page_buttons_run_the_action_and_come_back(admin_client, dead_lettered):
     first = dead_lettered["failed"][0]
+    page = reverse("admin:pgboss_job_change", args=[first])
+    form = {"action": "retry_jobs", "_selected_action": [first], "_return_to_job": first}
+    assert f'name="_return_to_job" value="{first}"' in admin_client.get(page).content.decode()
     # The button form carries no "index": the changelist runs the action all the same.
-    response = admin_client.post(JOBS, {"action": "retry_jobs", "_selected_action": [first]}, follow=True)
+    response = admin_client.post(JOBS, form, follow=True)
+    assert response.redirect_chain == [(page, 302)]
     assert messages_of(response) == ["Retried 1 of 1 selected jobs."]
     assert state_of(first) == "retry"
+    # A deleted job has no page to come back to: the list it is.
+    gone = admin_client.post(JOBS, {**form, "action": "delete_jobs"}, follow=True)
+    assert gone.redirect_chain == [(str(JOBS), 302)]
+    assert state_of(first) is None
 
 
 def test_django_add_change_and_delete_views_stay_closed(admin_client, dead_lettered):

@@ -156,6 +156,8 @@ def test_operator_reads_charts_redrives_and_follows_the_lineage(page, live_serve
 
     # Redrive both dead-letter jobs through the preview.
     page.goto(f"{admin}/job/?name=orders-dlq")
+    expect(page.locator("#result_list tbody tr")).to_have_count(2)
+    screenshots(page, "dead-letters-1280")
     page.locator("#action-toggle").check()
     page.select_option("select[name=action]", "redrive_jobs")
     page.click("button[name=index]")
@@ -171,6 +173,8 @@ def test_operator_reads_charts_redrives_and_follows_the_lineage(page, live_serve
     # From a redriven job's page to its lineage.
     (redriven,) = rows("SELECT id FROM {s}.job WHERE name = 'orders' AND state = 'created' LIMIT 1")[0]
     page.goto(f"{admin}/job/{redriven}/change/")
+    expect(page.locator(".pgboss-job-actions")).to_contain_text("Act on this job: Cancel Delete")
+    screenshots(page, "job-1280")
     page.click("#pgboss-lineage-link")
     hops = page.locator("li.pgboss-hop")
     expect(hops).to_have_count(2)
