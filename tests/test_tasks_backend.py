@@ -129,6 +129,19 @@ def test_a_task_that_succeeds_on_a_retry_sees_its_attempt_and_keeps_the_earlier_
     assert "attempt 1 fails" in done.errors[0].traceback
 
 
+def test_a_failed_task_retried_by_hand_keeps_its_history():
+    result = tasks.succeed_on_attempt.using(retry_limit=0).enqueue(3)
+    for attempt in (1, 2, 3):
+        if attempt > 1:
+            assert boss.retry("default", result.id) == 1
+        work_tasks()
+        current = result_of(result)
+        assert current.attempts == attempt
+    assert current.status == TaskResultStatus.SUCCESSFUL
+    assert current.return_value["attempt"] == 3
+    assert [e.exception_class_path for e in current.errors] == ["builtins.RuntimeError"] * 2
+
+
 def test_run_after_defers_the_task_until_its_time():
     later = timezone.now() + dt.timedelta(hours=1)
     result = tasks.add.using(run_after=later).enqueue(1, 1)
