@@ -58,6 +58,8 @@ from django_pgboss.plans import tasks as task_plans
 from django_pgboss.records import Job, job_from_row
 from django_pgboss.registry import Registration, validated
 from django_pgboss.tasks_compat import (
+    TASK_MAX_PRIORITY,
+    TASK_MIN_PRIORITY,
     BaseTaskBackend,
     InvalidTask,
     InvalidTaskBackend,
@@ -369,8 +371,11 @@ class PgBossBackend(BaseTaskBackend):
         try:
             task = resolve_task(path)
         except TaskNotFound:
+            priority = job.priority or 0
+            if not TASK_MIN_PRIORITY <= priority <= TASK_MAX_PRIORITY:
+                priority = 0
             return UnresolvedTask(
-                func=_unresolved, path=path, backend=self.alias, queue_name=job.name, priority=0
+                func=_unresolved, path=path, backend=self.alias, queue_name=job.name, priority=priority
             )
         try:
             return task.using(

@@ -371,7 +371,7 @@ def test_a_return_value_that_is_not_json_fails_the_task():
 
 
 def test_a_job_whose_task_no_longer_imports_fails_naming_the_path():
-    result = tasks.add.using(retry_limit=0).enqueue(1, 2)
+    result = tasks.add.using(retry_limit=0, priority=7).enqueue(1, 2)
     rows(
         "UPDATE {s}.job SET data = jsonb_set(data, '{task}', '\"tests.taskapp.tasks.removed\"') WHERE id = %s",
         [result.id],
@@ -379,6 +379,7 @@ def test_a_job_whose_task_no_longer_imports_fails_naming_the_path():
     waiting = result_of(result)
     assert isinstance(waiting.task, UnresolvedTask)
     assert waiting.task.module_path == "tests.taskapp.tasks.removed"
+    assert waiting.task.name == "removed" and waiting.task.priority == 7
     assert waiting.status == TaskResultStatus.READY
     work_tasks()
     failed = result_of(result)

@@ -77,7 +77,8 @@ class Command(BaseCommand):
             # A tasks backend with CREATE_QUEUES creates its queues on first use; the worker is one.
             for runner in {r.handler for name, r in selected.items() if name in tasks}:
                 runner.backend.ensure_queues()
-        except (PgBossError, ImproperlyConfigured) as exc:
+        except (PgBossError, ImproperlyConfigured, ImportError) as exc:
+            # ImportError: TASKS names a PgBossBackend, but Django's task framework is missing.
             raise CommandError(str(exc)) from exc
         existing = {q.name for q in boss.get_queues(list(selected))}
         missing = sorted(set(selected) - existing)
