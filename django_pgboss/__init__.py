@@ -28,7 +28,8 @@ from django_pgboss.manager import Boss, boss
 from django_pgboss.records import Job, QueueInfo
 from django_pgboss.registry import work
 
-__version__ = "0.1.0.dev0"
+#: django_pgboss's version: the one source pyproject.toml reads (``python -m django_pgboss --version``).
+__version__ = "0.1.0"
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -15,6 +15,7 @@ from django_pgboss.conf import pgboss_settings
 from django_pgboss.management.console import configure_logging
 from django_pgboss.manager import Boss
 from django_pgboss.schedules import CRON_INTERVAL_SECONDS, run_timekeeper
+from django_pgboss.version import version_text
 
 logger = logging.getLogger("django_pgboss.monitor")
 
@@ -24,6 +25,10 @@ class Command(BaseCommand):
         "Run the monitor: count queues and keep their stats history, fail expired and stalled jobs so they "
         "retry, delete old jobs, and send cron schedules' jobs."
     )
+
+    def get_version(self) -> str:
+        """What --version prints: django_pgboss's version and the pg-boss release it ports."""
+        return version_text()
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="run one pass and exit")

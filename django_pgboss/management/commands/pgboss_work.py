@@ -16,6 +16,7 @@ from django_pgboss.exceptions import PgBossError
 from django_pgboss.management.console import configure_logging
 from django_pgboss.manager import Boss
 from django_pgboss.registry import Registration, autodiscover, registrations, task_registrations
+from django_pgboss.version import version_text
 from django_pgboss.worker import Worker
 
 
@@ -24,6 +25,10 @@ class Command(BaseCommand):
         "Work jobs: fetch from the queues that have @work handlers, and the queues of PgBossBackend "
         "tasks backends, and run them until stopped."
     )
+
+    def get_version(self) -> str:
+        """What --version prints: django_pgboss's version and the pg-boss release it ports."""
+        return version_text()
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
