@@ -156,6 +156,7 @@ def queue_charts_context(request: HttpRequest, name: str) -> dict[str, Any]:
         "chart_ranges": list(CHART_RANGES.values()),
         "chart_range": chosen,
         "chart_bucket": bucket,
+        "chart_timezone": timezone.get_current_timezone_name(),
         "chart_points": list(reversed(points)),
         "throughput_chart": throughput_chart,
         "gauge_chart": gauge_chart,

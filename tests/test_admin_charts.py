@@ -79,6 +79,7 @@ def test_queue_page_rates_are_sum_of_deltas_over_sum_of_seconds(admin_client, hi
     text = page_text(queue_page(admin_client))
     # 36 created, 33 completed, 3 failed over 3 x 60 s.
     assert "Created per minute 12.0 Completed per minute 11.0 Failed per minute 1.0" in text
+    assert "Points are 1 min buckets, times in UTC;" in text
 
 
 def test_range_picker_widens_the_charts(admin_client, history):
