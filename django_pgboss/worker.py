@@ -1,11 +1,12 @@
-"""The worker: fetch loops, a pool of handler threads, batched settles, heartbeats, a graceful stop.
+"""The worker: fetch loops, handler threads per queue, batched settles, heartbeats, a graceful stop.
 
 One Worker serves any number of queues from one process. Each queue has a fetch loop that claims
 only as many jobs as the queue has free slots: ``concurrency`` handler threads, and, when
 ``batch_size`` is larger, a buffer of claimed jobs up to ``batch_size`` waiting for the next free
-thread, so that one fetch round trip serves many jobs. Handlers run on a shared thread pool; their results are settled by one
-settler thread in batches (one statement per queue per flush, each job fenced to the attempt it
-was fetched as). Queues with notify wake their loop through a LISTEN connection; every loop also
+thread, so that one fetch round trip serves many jobs. Each queue has its own ``concurrency``
+handler threads, so a queue's buffer never takes another queue's threads; their results are
+settled by one settler thread in batches (one statement per queue per flush, each job fenced to
+the attempt it was fetched as). Queues with notify wake their loop through a LISTEN connection; every loop also
 polls, which covers queues without notify and any notification lost in a reconnect.
 
 The worker knows no SQL: everything goes through Boss. Database errors are survived, not fatal:
@@ -91,6 +92,9 @@ class _QueueState:
         self.in_flight: dict[str, Job] = {}
         self.last_touch: dict[str, float] = {}
         self.wake = threading.Event()
+        # Claimed units waiting for one of this queue's own handler threads: a queue's buffer
+        # never runs on another queue's threads, so each keeps to its concurrency.
+        self.work: queue_module.SimpleQueue[tuple[str, list[Job]] | None] = queue_module.SimpleQueue()
         self.drained = False
         # Handler results handed to the settler but not yet written: the queue is not drained
         # while a failed job may still come back for a retry.
@@ -125,10 +129,11 @@ class Worker:
         self._lock = threading.Condition()
         self._stopping = threading.Event()
         self._aborting = threading.Event()
-        # SimpleQueue: every job passes through both queues, and the C implementation costs a
-        # fraction of queue.Queue's Condition-based one per put and get.
-        self._settle_queue: queue_module.SimpleQueue[tuple[str, str, list[Job], Any]] = queue_module.SimpleQueue()
-        self._work_queue: queue_module.SimpleQueue[tuple[str, list[Job]] | None] = queue_module.SimpleQueue()
+        # SimpleQueue: every job passes through its queue's work queue and this one, and the C
+        # implementation costs a fraction of queue.Queue's Condition-based one per put and get.
+        self._settle_queue: queue_module.SimpleQueue[tuple[str, str, list[Job], Any]] = (
+            queue_module.SimpleQueue()
+        )
         self._threads: list[threading.Thread] = []
         self._listener: NotifyListener | None = None
         self._claimed_total = 0
@@ -144,9 +149,9 @@ class Worker:
                     f"queue {registration.queue!r} does not exist; create it before working it"
                 )
             self._queues[registration.queue] = _QueueState(registration)
-        pool_size = sum(r.concurrency for r in self.registrations)
-        for index in range(pool_size):
-            self._spawn(f"pgboss-handler-{index}", self._handler_loop)
+        for name, state in self._queues.items():
+            for index in range(state.registration.concurrency):
+                self._spawn(f"pgboss-handler-{name}-{index}", self._handler_loop, state)
         notify_queues = [name for name, info in infos.items() if info.notify]
         if self.listen and notify_queues:
             self._listener = NotifyListener(self.boss, notify_queues, self._wake)
@@ -207,11 +212,12 @@ class Worker:
                 state.in_flight.clear()
                 state.last_touch.clear()
         # Claimed jobs whose handler never started must not start now: they are failed with the rest.
-        while True:
-            try:
-                self._work_queue.get_nowait()
-            except queue_module.Empty:
-                break
+        for state in self._queues.values():
+            while True:
+                try:
+                    state.work.get_nowait()
+                except queue_module.Empty:
+                    break
         for name, jobs in leftovers.items():
             if jobs:
                 logger.warning(
@@ -219,9 +225,9 @@ class Worker:
                 )
                 self._settle_queue.put(("fail", name, jobs, SHUTDOWN_OUTPUT))
         self._settle_queue.put(("stop", "", [], None))
-        for thread in self._threads:
-            if thread.name.startswith("pgboss-handler"):
-                self._work_queue.put(None)
+        for state in self._queues.values():
+            for _ in range(state.registration.concurrency):
+                state.work.put(None)
         if self._listener is not None:
             self._listener.stop()
         for thread in self._threads:
@@ -325,7 +331,7 @@ class Worker:
             with self._lock:
                 state.free -= len(units)
             for unit in units:
-                self._work_queue.put((name, unit))
+                state.work.put((name, unit))
 
     def _wait_for_low_water(self, state: _QueueState, low_water: int) -> None:
         """Hold the next fetch until half the slots are free, called with ``self._lock`` held.
@@ -356,17 +362,17 @@ class Worker:
 
     # -- running handlers ----------------------------------------------------------------------
 
-    def _handler_loop(self) -> None:
+    def _handler_loop(self, state: _QueueState) -> None:
         try:
             while True:
                 try:
-                    unit = self._work_queue.get_nowait()
+                    unit = state.work.get_nowait()
                 except queue_module.Empty:
                     # Django closes obsolete connections around each unit of work. After a unit
                     # the handler already did (the finally below); before one only after idling,
                     # since back to back the previous unit's "after" is this one's "before".
                     close_old_connections()
-                    unit = self._work_queue.get()
+                    unit = state.work.get()
                 if unit is None:
                     return
                 self._run_handler(*unit)

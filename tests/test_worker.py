@@ -392,6 +392,46 @@ def test_a_batch_size_above_concurrency_claims_ahead_and_heartbeats_the_waiting_
     assert sorted(calls) == list(range(25))
 
 
+def test_a_queue_claiming_ahead_keeps_to_its_concurrency_and_never_delays_another_queue():
+    boss.create_queue("ahead")
+    boss.create_queue("other")
+    boss.insert("ahead", [{"data": {"n": n}} for n in range(10)])
+    release = threading.Event()
+    running, most_running = [0], [0]
+    lock = threading.Lock()
+
+    def slow(job):
+        with lock:
+            running[0] += 1
+            most_running[0] = max(most_running[0], running[0])
+        release.wait(30)
+        with lock:
+            running[0] -= 1
+
+    worker = Worker(
+        [
+            Registration("ahead", slow, concurrency=2, batch_size=10, polling_interval_seconds=0.1),
+            Registration(
+                "other", lambda job: {"done": job.data}, concurrency=2, polling_interval_seconds=0.1
+            ),
+        ]
+    )
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: states().get("active") == 10)
+        # Eight "ahead" jobs wait for its two threads; "other" runs on its own threads meanwhile.
+        other = boss.send("other", {"n": 1})
+        wait_for(lambda: job_row(other, "state") == ("completed",), timeout=10)
+        assert most_running[0] == 2
+    finally:
+        release.set()
+        wait_for(lambda: states().get("completed") == 11, timeout=30)
+        worker.stop()
+        thread.join(30)
+    assert most_running[0] == 2
+
+
 def test_claimed_jobs_still_waiting_for_a_thread_are_failed_at_shutdown_so_they_retry():
     boss.create_queue("ahead", retry_limit=2)
     ids = boss.insert("ahead", [{"data": {"n": n}} for n in range(5)], return_ids=True)
