@@ -535,9 +535,11 @@ def test_a_backend_on_another_schema_is_left_to_its_own_worker():
 # -- docs/tasks.md -------------------------------------------------------------------------------
 
 
-def test_the_docs_example_runs_as_written(tmp_path, monkeypatch):
-    text = (Path(__file__).resolve().parents[1] / "docs" / "tasks.md").read_text()
-    settings_block, tasks_block, enqueue_block, result_block = re.findall(r"```python\n(.*?)```", text, re.S)
+REPO = Path(__file__).resolve().parents[1]
+
+
+def install_shop_tasks(tmp_path, monkeypatch, tasks_block: str) -> None:
+    """Make a ``shop.tasks`` module of a documented block, importable as the worker imports tasks."""
     if SOURCE == "django_tasks":
         # The one line the docs spell differently for Django 5.2 (its comment says so).
         tasks_block = tasks_block.replace("from django.tasks import task", "from django_tasks import task")
@@ -545,6 +547,34 @@ def test_the_docs_example_runs_as_written(tmp_path, monkeypatch):
     (tmp_path / "shop" / "__init__.py").write_text("")
     (tmp_path / "shop" / "tasks.py").write_text(tasks_block)
     monkeypatch.syspath_prepend(str(tmp_path))
+    for module in ("shop.tasks", "shop"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+
+
+def test_the_readme_task_example_runs_as_written(tmp_path, monkeypatch):
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    (settings_block,) = [block for block in blocks if "PgBossBackend" in block]
+    (tasks_block,) = [block for block in blocks if "# shop/tasks.py" in block]
+    install_shop_tasks(tmp_path, monkeypatch, tasks_block)
+    namespace: dict = {}
+    exec(settings_block, namespace)
+    try:
+        with override_settings(TASKS=namespace["TASKS"]):
+            from shop.tasks import add
+
+            result = add.enqueue(2, 3)
+            work_tasks()
+            assert add.get_result(result.id).return_value == 5
+            assert job_row(result.id, "retry_limit") == (3,)
+    finally:
+        for module in ("shop.tasks", "shop"):
+            sys.modules.pop(module, None)
+
+
+def test_the_docs_example_runs_as_written(tmp_path, monkeypatch):
+    text = (REPO / "docs" / "tasks.md").read_text()
+    settings_block, tasks_block, enqueue_block, result_block = re.findall(r"```python\n(.*?)```", text, re.S)
+    install_shop_tasks(tmp_path, monkeypatch, tasks_block)
     namespace: dict = {}
     exec(settings_block, namespace)
     try:
