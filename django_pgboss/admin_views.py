@@ -8,6 +8,7 @@ writes (the admin's CSRF middleware guards every POST), and leaves an admin LogE
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
@@ -380,8 +381,6 @@ def lineage_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) 
 
 def pretty_json(value: Any) -> str:
     """JSON indented for reading; an empty string for None."""
-    import json
-
     if value is None:
         return ""
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
@@ -397,7 +396,11 @@ class ScheduleForm(forms.Form):
     key = forms.CharField(required=False, help_text="Tells several schedules of one queue apart.")
     cron = forms.CharField(help_text="5 fields (minute hour day month weekday), or 6 with seconds first.")
     tz = forms.CharField(label="Time zone", initial="UTC", help_text="An IANA name, e.g. Europe/Paris.")
-    data = forms.JSONField(required=False, help_text="The job's data, as JSON.")
+    data = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 40}),
+        help_text='The job\'s data, as JSON (e.g. {"kind": "nightly"}); empty for none.',
+    )
     missed = forms.ChoiceField(
         choices=[("skip", "skip missed occurrences"), ("once", "send one job for missed occurrences")],
         initial="skip",
@@ -406,6 +409,16 @@ class ScheduleForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["name"].choices = [(n, n) for n in Queue.objects.values_list("name", flat=True)]
+
+    def clean_data(self) -> Any:
+        # A CharField, not forms.JSONField: that one shows an empty answer back as "null".
+        text = self.cleaned_data["data"].strip()
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}.") from None
 
 
 def _schedule_error_field(message: str) -> str | None:
@@ -424,6 +437,18 @@ def _require(request: HttpRequest, permission: str) -> None:
         raise PermissionDenied
 
 
+def _schedule_row(schedule: Any) -> dict[str, Any]:
+    # The stored options repeat the time zone and key (pg-boss keeps them there too); what is
+    # left beside "missed" are the options each job is sent with.
+    options = {k: v for k, v in (schedule.options or {}).items() if k not in {"tz", "key", "missed"}}
+    return {
+        "schedule": schedule,
+        "data": pretty_json(schedule.data),
+        "missed": (schedule.options or {}).get("missed", "skip"),
+        "options": pretty_json(options or None),
+    }
+
+
 def schedule_list_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
     """Every schedule, with links to add one and buttons to delete each."""
     _require(request, "view_schedule")
@@ -432,10 +457,7 @@ def schedule_list_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpRes
         **model_admin.admin_site.each_context(request),
         "title": "Schedules",
         "opts": model_admin.model._meta,
-        "schedules": [
-            {"schedule": s, "data": pretty_json(s.data), "options": pretty_json(s.options or None)}
-            for s in schedules
-        ],
+        "schedules": [_schedule_row(s) for s in schedules],
         "can_add": request.user.has_perm("pgboss.add_schedule"),
         "can_delete": request.user.has_perm("pgboss.delete_schedule"),
     }

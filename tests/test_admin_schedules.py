@@ -30,7 +30,7 @@ def schedules() -> list[tuple]:
 
 def test_schedules_are_listed_and_linked_from_the_queue_pages(admin_client, reports):
     text = page_text(admin_client.get(LIST))
-    assert 'reports nightly 0 3 * * * Europe/Paris { "kind": "nightly" }' in text
+    assert 'reports nightly 0 3 * * * Europe/Paris skip { "kind": "nightly" } - ' in text
     assert "Add schedule" in text
     for page in (
         reverse("admin:pgboss_queue_changelist"),
@@ -81,9 +81,25 @@ def test_a_form_with_bad_json_or_an_unknown_queue_is_refused(admin_client, repor
         ADD, {"name": "nope", "cron": "0 * * * *", "tz": "UTC", "data": "{", "missed": "skip"}
     )
     errors = response.context["form"].errors
-    assert errors["data"] == ["Enter a valid JSON."]
+    assert errors["data"] == [
+        "Not valid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)."
+    ]
     assert errors["name"] == ["Select a valid choice. nope is not one of the available choices."]
     assert len(schedules()) == 1
+
+
+def test_send_options_of_a_schedule_are_listed(admin_client, reports):
+    boss.schedule("reports", "*/5 * * * *", None, key="often", priority=3, retry_limit=1)
+    text = page_text(admin_client.get(LIST))
+    assert 'reports often */5 * * * * UTC skip - { "priority": 3, "retryLimit": 1 }' in text
+
+
+def test_an_empty_data_field_schedules_no_data_and_shows_empty(admin_client, reports):
+    form = admin_client.get(ADD).content.decode()
+    assert "null" not in form
+    values = {"name": "reports", "key": "k", "cron": "0 * * * *", "tz": "UTC", "data": "", "missed": "skip"}
+    admin_client.post(ADD, values)
+    assert ("reports", "k", "0 * * * *", "UTC", None) in schedules()
 
 
 def test_a_schedule_is_deleted_after_confirming(admin_client, reports):
