@@ -62,7 +62,6 @@ class QueueAdmin(ReadOnlyAdmin):
         "failed",
         "dead_lettered",
         "throughput",
-        "completed_last_hour",
         "dead_letter",
     ]
     list_filter = ["policy", "partition"]
@@ -117,18 +116,19 @@ class QueueAdmin(ReadOnlyAdmin):
             obj._pgboss_throughput = cached
         return cached
 
-    @admin.display(description="completed / min (1 h)")
+    @admin.display(description="completed/min (1 h)")
     def throughput(self, obj: Queue) -> str:
-        rate = self._throughput(obj).completed_per_minute
-        return "-" if rate is None else charts.format_number(round(rate, 2))
-
-    @admin.display(description="completed per 5 min, last hour")
-    def completed_last_hour(self, obj: Queue) -> str:
-        counts = self._throughput(obj).completed
-        if not counts:
-            return "-"
-        shown = ", ".join("-" if c is None else str(c) for c in counts)
-        return charts.sparkline(counts, label=f"{obj.name}: completed per 5 minutes, oldest first: {shown}")
+        """The rate over the last hour, then a sparkline of the completions per 5 minutes."""
+        measured = self._throughput(obj)
+        rate = measured.completed_per_minute
+        text = "-" if rate is None else charts.format_number(round(rate, 2))
+        if not measured.completed:
+            return text
+        shown = ", ".join("-" if c is None else str(c) for c in measured.completed)
+        line = charts.sparkline(
+            measured.completed, label=f"{obj.name}: completed per 5 minutes, oldest first: {shown}"
+        )
+        return format_html('<span class="pgboss-rate">{}</span> {}', text, line)
 
     def get_urls(self) -> list:
         info = self.opts.app_label, self.opts.model_name

@@ -231,7 +231,7 @@ def line_chart(
 
 def sparkline(values: Sequence[float | None], *, label: str) -> SafeString:
     """A small inline SVG line of ``values`` (oldest first), with ``label`` as its tooltip."""
-    width, height, pad = 120, 28, 3
+    width, height, pad = 90, 24, 3
     known = [v for v in values if v is not None]
     top = max(known, default=0) or 1
     count = max(len(values) - 1, 1)

@@ -94,8 +94,8 @@ def test_queue_list_shows_policy_counts_dead_letters_and_last_hour_throughput(ad
     add_snapshot("mail", now - dt.timedelta(minutes=90), completed_delta=1000, delta_seconds=60)
     response = admin_client.get(reverse("admin:pgboss_queue_changelist"))
     text = page_text(response)
-    # Columns: name, policy, queued, active, failed, dead-lettered, completed per minute (1 h).
-    assert "Name Policy Queued Active Failed Dead-lettered Completed / min (1 h)" in text
+    # Columns: name, policy, queued, active, failed, dead-lettered, completed per minute (1 h), dead letter.
+    assert "Name Policy Queued Active Failed Dead-lettered Completed/min (1 h) Dead letter" in text
     assert re.search(r"orders Standard 1 0 2 2 - ", text), text
     assert re.search(r"orders-dlq Standard 2 0 0 0 - ", text), text
     assert re.search(r"mail Singleton 0 0 0 0 2\.4 ", text), text

@@ -134,6 +134,7 @@ def test_operator_reads_charts_redrives_and_follows_the_lineage(page, live_serve
     # 95 completed over 6 minutes counted: 15.83 per minute.
     expect(orders).to_contain_text("15.83")
     expect(orders.locator("svg.pgboss-sparkline")).to_be_visible()
+    screenshots(page, "queues-1280")
 
     # The queue's charts.
     orders.locator("th a").click()
