@@ -167,9 +167,16 @@ class Boss(DeadLetterAPI):
         self._forget_route(name)
 
     def delete_queue(self, name: str) -> None:
-        """Delete a queue with all its jobs (its own table, when partitioned), schedules and subscriptions."""
+        """Delete a queue with all its jobs (its own table, when partitioned), schedules and subscriptions.
+
+        A queue that does not exist is left alone: nothing is raised, as in pg-boss.
+        """
         validate_queue_name(name)
         try:
+            if self.get_queue(name) is None:
+                # A queue that does not exist is a no-op, as pg-boss's deleteQueue() makes it (its
+                # SQL function alone fails on the missing queue's table name).
+                return
             with transaction.atomic(using=self.using), self._cursor() as cursor:
                 cursor.execute(queue_plans.dead_letter_users(self._q), [name])
                 users = [row[0] for row in cursor.fetchall()]

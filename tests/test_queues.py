@@ -208,6 +208,12 @@ def test_delete_queue_removes_it_and_its_jobs_only():
     assert (count_jobs("keep"), count_jobs("drop")) == (1, 0)
 
 
+def test_delete_queue_of_a_queue_that_does_not_exist_does_nothing():
+    boss.create_queue("keep")
+    boss.delete_queue("never-created")  # pg-boss's deleteQueue() is a no-op here too
+    assert [q.name for q in boss.get_queues()] == ["keep"]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_delete_partitioned_queue_drops_its_table():
     # Committing: the job's deferred foreign-key checks must have run before its table can go, as
