@@ -8,7 +8,7 @@
 #   PYTHON   interpreter or version to test with (python3.11, 3.13, /path/to/python; default python3)
 #   DJANGO   pip requirement for Django (default "Django>=5.2")
 #   PGBOSS_SCHEMA  schema the suite migrates pg-boss into (default pgboss)
-#   LINT=1   run ruff (lint and format check) before the tests
+#   LINT=1   run ruff (lint and format check) and build the docs strictly (mkdocs) before the tests
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,6 +55,14 @@ echo "test.sh: Python $pyver, Django $("$venv/bin/python" -c 'import django; pri
 if [ "${LINT:-0}" = 1 ]; then
   "$venv/bin/ruff" check .
   "$venv/bin/ruff" format --check .
+  # The docs site, strictly: a broken link or anchor, or a page missing from the nav, fails.
+  # mkdocs (the docs extra) is installed only in the venvs that build the docs.
+  if [ ! -x "$venv/bin/mkdocs" ]; then
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[test,docs]" "$django_req"
+  fi
+  site_dir=$(mktemp -d)
+  "$venv/bin/mkdocs" build --strict --quiet --site-dir "$site_dir"
+  rm -rf "$site_dir"
 fi
 
 # pg-boss itself, for the interoperability tests: Node.js 20 or newer and the published package.
