@@ -27,7 +27,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from django_pgboss import admin_views, charts
-from django_pgboss.constants import JobState
+from django_pgboss.constants import JobState, QueuePolicy
 from django_pgboss.models import Job, Queue, QueueStats, Warning
 
 
@@ -176,6 +176,19 @@ class QueueNameFilter(admin.SimpleListFilter):
         return queryset.filter(name=self.value()) if self.value() else queryset
 
 
+class PolicyFilter(admin.SimpleListFilter):
+    """Filter jobs by policy, listing the policies (not a scan of the job table for its values)."""
+
+    title = "policy"
+    parameter_name = "policy"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(policy.value, policy.value) for policy in QueuePolicy]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        return queryset.filter(policy=self.value()) if self.value() else queryset
+
+
 JOB_ACTION_PERMISSIONS = {
     "retry": "retry_job",
     "cancel": "cancel_job",
@@ -201,10 +214,12 @@ class JobAdmin(ReadOnlyAdmin):
         "completed_on",
         "policy",
     ]
-    list_filter = [QueueNameFilter, "state", "policy"]
+    list_filter = [QueueNameFilter, "state", PolicyFilter]
     search_fields = ["=id", "=singleton_key"]
     search_help_text = "A job id, or a singleton key (exact)."
-    date_hierarchy = "created_on"
+    # The job table can hold millions of rows: no date drill-down (it reads every row's date) and
+    # no unfiltered total under the filtered count.
+    show_full_result_count = False
     actions = ["retry_jobs", "cancel_jobs", "resume_jobs", "delete_jobs", "redrive_jobs"]
     change_form_template = "admin/pgboss/job/change_form.html"
     readonly_fields = ["pretty_data", "pretty_output", "pretty_source_output"]
