@@ -107,6 +107,20 @@ def test_the_policy_example_runs_as_written():
     assert [job.data["entry"] for job in boss.find_jobs("ledger")] == [1, 2, 3]
 
 
+# -- docs/jobs.md ----------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_sending_example_runs_as_written():
+    (block,) = marked_blocks("jobs.md", 1)
+    run_block(block, "jobs.md")
+    assert len(boss.find_jobs("digests", limit=2000)) == 1004
+    (first,) = boss.fetch("digests")
+    assert first.data == {"user": 6}  # priority 10 comes first
+    later = {job.data["user"] for job in boss.find_jobs("digests", queued=True, limit=2000)}
+    assert {8, 9} <= later
+
+
 # -- docs/testing.md -------------------------------------------------------------------------------
 
 
