@@ -1,4 +1,4 @@
-"""Settings of the example project: a small shop that sends its emails through django_pgboss.
+"""Settings of the example project: a small shop whose background work runs on django_pgboss.
 
 DATABASE_URL selects the database (django-environ); without it the project starts its own
 embedded PostgreSQL (see embedded_pg.py). PGBOSS_SCHEMA moves pg-boss's tables to another schema.
@@ -6,8 +6,10 @@ embedded PostgreSQL (see embedded_pg.py). PGBOSS_SCHEMA moves pg-boss's tables t
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
+import django
 import environ
 
 BASE_DIR = Path(__file__).resolve().parent
@@ -33,9 +35,30 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Django 5.2 has no django.tasks: the django-tasks backport stands in for it.
+    *(["django_tasks"] if importlib.util.find_spec("django.tasks") is None else []),
     "django_pgboss",
     "example_project.shop",
 ]
+
+# The warehouse task (shop/tasks.py) runs through Django's task framework on pg-boss.
+TASKS = {
+    "default": {
+        "BACKEND": "django_pgboss.tasks_backend.PgBossBackend",
+        "QUEUES": ["warehouse"],
+        "OPTIONS": {"WORKER": {"concurrency": 2}},
+    }
+}
+
+# Order confirmations stay in memory (django.core.mail.outbox); set EMAIL_BACKEND to
+# django.core.mail.backends.console.EmailBackend to see them printed. Django 6.1 configures mail
+# through MAILERS (its EMAIL_BACKEND setting is deprecated).
+_email_backend = env.str("EMAIL_BACKEND", default="django.core.mail.backends.locmem.EmailBackend")
+if django.VERSION >= (6, 1):
+    MAILERS = {"default": {"BACKEND": _email_backend}}
+else:
+    EMAIL_BACKEND = _email_backend
+DEFAULT_FROM_EMAIL = "shop@example.com"
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

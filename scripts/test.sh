@@ -113,4 +113,43 @@ if [ "$started_here" = true ]; then
   trap 'bash "$repo/scripts/testdb.sh" stop' EXIT
 fi
 
-"$venv/bin/python" -m pytest --create-db "$@"
+# Two pytest runs: the package's suite (tests/, with tests/settings.py) and the example project's
+# own tests (example_project/, with its settings). Path arguments go to the run they belong to and
+# leave out the other; without paths both run, each with the options given (-x, -q, -k ...).
+suite_paths=() example_paths=() options=()
+for arg in "$@"; do
+  case $arg in
+    example_project | example_project/*) example_paths+=("$arg") ;;
+    -*) options+=("$arg") ;;
+    *) if [ -e "${arg%%::*}" ]; then suite_paths+=("$arg"); else options+=("$arg"); fi ;;
+  esac
+done
+statuses=()
+pytest_run() {
+  local status=0
+  "$venv/bin/python" -m pytest --create-db "${options[@]}" "$@" || status=$?
+  statuses+=("$status")
+}
+if [ ${#suite_paths[@]} -gt 0 ] || [ ${#example_paths[@]} -eq 0 ]; then
+  pytest_run "${suite_paths[@]}"
+fi
+stop_early=false
+for option in "${options[@]}"; do
+  case $option in -x | --exitfirst | --maxfail=*) stop_early=true ;; esac
+done
+if { [ ${#example_paths[@]} -gt 0 ] || [ ${#suite_paths[@]} -eq 0 ]; } &&
+  ! { [ "$stop_early" = true ] && [ "${statuses[0]:-0}" != 0 ] && [ "${statuses[0]:-0}" != 5 ]; }; then
+  echo "test.sh: the example project's tests (example_project/, --ds=example_project.settings)" >&2
+  pytest_run --ds=example_project.settings "${example_paths[@]:-example_project}"
+fi
+# A failure anywhere fails the whole; "no tests collected" (5) only when neither run collected any
+# (a -k that matches tests of one run only is fine).
+result=5
+for status in "${statuses[@]}"; do
+  case $status in
+    0) [ "$result" = 5 ] && result=0 ;;
+    5) ;;
+    *) result=$status ;;
+  esac
+done
+exit "$result"

@@ -1,0 +1,17 @@
+"""A task of Django's task framework, run through django_pgboss's tasks backend (settings.TASKS)."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from django_pgboss.tasks_compat import task
+from example_project.shop.models import Order
+from example_project.shop.queues import WAREHOUSE
+
+
+@task(queue_name=WAREHOUSE, retry_limit=3)
+def send_to_warehouse(order_id: int) -> dict[str, object]:
+    """Hand the order to the warehouse: here, stamp it and return its pick list."""
+    order = Order.objects.get(pk=order_id)
+    Order.objects.filter(pk=order_id, sent_to_warehouse_at=None).update(sent_to_warehouse_at=timezone.now())
+    return {"order": order.pk, "pick": [{"item": order.item, "quantity": order.quantity}]}
