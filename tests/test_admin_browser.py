@@ -91,9 +91,26 @@ def screenshots(tmp_path):
     return take
 
 
+def stats_partitions() -> set[str]:
+    return {
+        name
+        for (name,) in rows(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace n ON n.oid = p.relnamespace "
+            "WHERE p.relname = 'queue_stats' AND n.nspname = %s",
+            [boss.schema],
+        )
+    }
+
+
 @pytest.fixture
 def operations():
-    """Queue 'orders' with an hour of history, and two jobs failed into its dead-letter queue."""
+    """Queue 'orders' with an hour of history, and two jobs failed into its dead-letter queue.
+
+    This test commits: a partition made for history before today's (run just after midnight UTC)
+    would outlive it, so it is dropped afterwards.
+    """
+    partitions = stats_partitions()
     boss.create_queue("orders-dlq")
     boss.create_queue("orders", dead_letter="orders-dlq", retry_limit=0)
     for n in (1, 2):
@@ -114,7 +131,9 @@ def operations():
             active_count=2,
             failed_count=failed + 2,
         )
-    return [str(r[0]) for r in rows("SELECT id FROM {s}.job WHERE name = 'orders-dlq'")]
+    yield [str(r[0]) for r in rows("SELECT id FROM {s}.job WHERE name = 'orders-dlq'")]
+    for name in stats_partitions() - partitions:
+        rows(f'DROP TABLE {{s}}."{name}"')
 
 
 def fits(page: Page, selector: str) -> bool:
