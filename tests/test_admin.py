@@ -204,6 +204,8 @@ def test_retry_action_retries_failed_jobs_through_boss_and_logs_it(admin_client,
     entries = LogEntry.objects.filter(action_flag=CHANGE, object_id__in=[first, second])
     assert entries.count() == 2
     assert all("retry through django_pgboss" in e.change_message for e in entries)
+    history = page_text(admin_client.get(reverse("admin:pgboss_job_history", args=[first])))
+    assert "admin retry through django_pgboss (2 of 3 changed)" in history
 
 
 def test_cancel_then_resume_through_boss(admin_client, dead_lettered):
