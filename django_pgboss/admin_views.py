@@ -215,7 +215,7 @@ def run_job_verb(model_admin: ModelAdmin, request: HttpRequest, queryset: Any, v
         try:
             done += getattr(boss, action.method)(name, ids)
         except PgBossError as exc:
-            messages.error(request, f"{action.done.split()[0]} failed for queue {name!r}: {exc}")
+            messages.error(request, f"Could not {verb} the jobs of queue {name!r}: {exc}")
     if verb != "delete":
         for job in jobs:
             model_admin.log_change(
