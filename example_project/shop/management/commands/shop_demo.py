@@ -87,7 +87,13 @@ class Command(BaseCommand):
         self._prepare()
         with _mail_backend("example_project.shop.demo.mail.FlakyEmailBackend"):
             mail.outbox = []
-            self._run(options)
+            try:
+                self._run(options)
+            except KeyboardInterrupt:
+                # The worker and the monitor were stopped on the way out; no traceback for a Ctrl-C.
+                raise CommandError(
+                    "interrupted; run it again to start from scratch", returncode=130
+                ) from None
         self._summary()
         self._admin_instructions()
 
@@ -134,6 +140,7 @@ class Command(BaseCommand):
         self.orders = self.reports_requested = self.reports_dropped = self.rolled_back = 0
         self.redrive: tuple[str, str] | None = None
         self.phase = "starting"
+        self.crashed: BaseException | None = None
         self._say(
             f"Starting a worker ({len(plans)} queues, {sum(p.concurrency for p in plans)} handler threads) and "
             f"the monitor (a pass every {MONITOR_INTERVAL:g} s); placing about {options['rate']:g} orders/s "
@@ -238,6 +245,9 @@ class Command(BaseCommand):
     def _work(self) -> None:
         try:
             self.worker.run()
+        except Exception as exc:
+            self.crashed = exc
+            raise
         finally:
             connection.close()
 
@@ -250,6 +260,9 @@ class Command(BaseCommand):
                 boss.supervise(interval_seconds=MONITOR_INTERVAL)
                 self.monitor_passes += 1
                 self.monitor_stop.wait(MONITOR_INTERVAL / 2)
+        except Exception as exc:
+            self.crashed = exc
+            raise
         finally:
             connection.close()
 
@@ -282,6 +295,8 @@ class Command(BaseCommand):
     def _wait(self, condition: Any, *, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
+            if self.crashed is not None:
+                raise CommandError(f"the demo's worker or monitor stopped: {self.crashed!r}")
             if time.monotonic() > deadline:
                 raise CommandError(f"gave up after {timeout:g} s waiting for {what}")
             time.sleep(0.25)
