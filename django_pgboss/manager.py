@@ -503,22 +503,21 @@ class Boss(DeadLetterAPI):
         validate_queue_name(name)
         if not results:
             return []
-        ids, retry_counts, outputs = [], [], []
+        ids, records = [], []
         for job, output in results:
             job_id, retry_count = job_attempt(job, "complete_each")
             if retry_count is None:
                 raise InvalidJobReference(
                     "complete_each() needs jobs or {id, retry_count} pairs, not bare ids"
                 )
+            encoded = output if isinstance(output, EncodedOutput) else to_json(output_value(output), "output")
             ids.append(job_id)
-            retry_counts.append(retry_count)
-            outputs.append(
-                output if isinstance(output, EncodedOutput) else to_json(output_value(output), "output")
-            )
+            # Spliced as text: the outputs are JSON already, and the id is a canonical uuid.
+            records.append(f'{{"id":"{job_id}","retry_count":{retry_count},"output":{encoded or "null"}}}')
         with self._cursor() as cursor:
             cursor.execute(
                 settle_plans.complete_jobs_with_outputs(self._q, self._route(name).table),
-                [ids, retry_counts, outputs, name, ids],
+                ["[" + ",".join(records) + "]", name, ids],
             )
             return [str(row[0]) for row in cursor.fetchall()]
 

@@ -55,17 +55,19 @@ def complete_jobs(schema: str, table: str, *, fenced: bool, include_queued: bool
 def complete_jobs_with_outputs(schema: str, table: str) -> str:
     """Complete a batch of active jobs, each with its own output, fenced to each job's attempt.
 
-    Parameters: three parallel arrays: ids (uuid[]), retry counts (int[]) and
-    outputs (JSON text, NULL for none), then the name and the ids again. This is the worker's settle: one statement for every job
-    its handlers finished since the last flush. Parallel arrays rather than one JSON document of
-    records: unnest() reads typed arrays without parsing a document per flush, and the outputs
-    arrive already encoded, once, by the caller. The id array also lets the planner find the rows
-    through the primary key (joined on the unnest alone, estimated at 100 rows, it could scan the
-    whole queue).
+    Parameters: a JSON array of {"id", "retry_count", "output"}, the name, and the ids again as
+    an array. This is the worker's settle: one statement for every job its handlers finished since
+    the last flush. The id array lets the planner find the rows through the primary key; joined
+    on the recordset alone (estimated at 100 rows), it scans every row of the queue.
+
+    A recordset rather than unnest() over parallel arrays: with unnest the generic plan of the
+    prepared statement put the function scan inside a nested loop, re-reading every array for
+    every row (80 ms for 500 jobs against 12 ms, EXPLAIN ANALYZE with plan_cache_mode =
+    force_generic_plan), where the recordset drives one primary-key lookup per job.
     """
     return f"""
     WITH settled AS (
-      SELECT * FROM unnest(%s::uuid[], %s::int[], %s::text[]::jsonb[]) AS x (id, retry_count, output)
+      SELECT * FROM json_to_recordset(%s::json) AS x (id uuid, retry_count int, output jsonb)
     ),
     results AS (
       UPDATE {schema}.{table} j
