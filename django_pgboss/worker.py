@@ -382,11 +382,12 @@ class Worker:
     def _run_handler(self, name: str, jobs: list[Job]) -> None:
         state = self._queues[name]
         registration = state.registration
+        settle = None
         try:
             result = registration.handler(jobs if registration.batch else jobs[0])
         except Exception as exc:
             logger.info("job(s) %s of %s failed: %s: %s", _ids(jobs), name, type(exc).__name__, exc)
-            self._settle_queue.put(("fail", name, jobs, exc))
+            settle = ("fail", name, jobs, exc)
         else:
             try:
                 encoded = to_json(output_value(result), "output")
@@ -395,21 +396,25 @@ class Worker:
                     f"the handler {registration.label} returned a value that cannot be stored as JSON: {exc}"
                 )
                 logger.error("job(s) %s of %s: %s", _ids(jobs), name, message)
-                self._settle_queue.put(
-                    ("fail", name, jobs, {"name": "JobDataNotSerializable", "message": message})
-                )
+                settle = ("fail", name, jobs, {"name": "JobDataNotSerializable", "message": message})
             else:
                 output = None if encoded is None else EncodedOutput(encoded)
-                self._settle_queue.put(("complete", name, jobs, output))
+                settle = ("complete", name, jobs, output)
         finally:
             close_old_connections()
             with self._lock:
-                state.unsettled += 1
+                if settle is not None:
+                    state.unsettled += 1
                 state.free += 1
                 for job in jobs:
                     state.in_flight.pop(job.id, None)
                     state.last_touch.pop(job.id, None)
                 self._lock.notify_all()
+            # Handed to the settler only now: settled first, the result would be uncounted (the
+            # queue never drained), and a retry of the job could be claimed while this attempt
+            # is still in in_flight under the same id, and then be dropped from it.
+            if settle is not None:
+                self._settle_queue.put(settle)
             state.wake.set()
             if self.max_jobs is not None and self._claimed_total >= self.max_jobs:
                 self._stop_when_idle()

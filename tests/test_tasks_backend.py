@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_pgboss import boss
+from django_pgboss import worker as worker_module
 from django_pgboss.exceptions import JobDataNotSerializable, QueueNotFound, TaskNotEnqueued
 from django_pgboss.registry import task_registrations
 from django_pgboss.tasks_backend import WORKER_ID, PgBossBackend, PgBossTask, UnresolvedTask
@@ -111,6 +113,27 @@ def test_a_failing_task_is_retried_then_failed_with_the_error_of_each_attempt():
     with pytest.raises(ValueError, match="Task failed"):
         _ = failed.return_value
     assert job_row(result.id, "state", "retry_count") == ("failed", 2)
+
+
+def test_a_burst_worker_runs_every_retry_even_when_the_settler_is_faster_than_the_handler(monkeypatch):
+    # A handler thread's bookkeeping after a job used to run after it handed the result to the
+    # settler: a settle that came first left the queue counted as unsettled for ever (the burst
+    # never ended), or let the retry be claimed before the old attempt left in_flight (the burst
+    # ended with the retry still running). A slow close_old_connections() widens that window.
+    real = worker_module.close_old_connections
+
+    def slow_close_old_connections():
+        real()
+        time.sleep(0.3)
+
+    monkeypatch.setattr(worker_module, "close_old_connections", slow_close_old_connections)
+    result = tasks.fail_always.enqueue("every attempt")
+    thread = threading.Thread(target=work_tasks, daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "the burst worker did not stop"
+    failed = result_of(result)
+    assert (failed.status, failed.attempts) == (TaskResultStatus.FAILED, 3)
 
 
 def test_a_task_that_succeeds_on_a_retry_sees_its_attempt_and_keeps_the_earlier_error():
