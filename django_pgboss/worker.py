@@ -403,18 +403,19 @@ class Worker:
         finally:
             close_old_connections()
             with self._lock:
-                if settle is not None:
-                    state.unsettled += 1
                 state.free += 1
                 for job in jobs:
                     state.in_flight.pop(job.id, None)
                     state.last_touch.pop(job.id, None)
+                # Handed to the settler only now, and under the lock: settled before it was
+                # counted, the result would leave the queue undrained for ever; settled before
+                # the job left in_flight, its retry could be claimed under the same id and then
+                # dropped from in_flight; and a stop that finds in_flight empty must find the
+                # result already queued ahead of its own stop marker.
+                if settle is not None:
+                    state.unsettled += 1
+                    self._settle_queue.put(settle)
                 self._lock.notify_all()
-            # Handed to the settler only now: settled first, the result would be uncounted (the
-            # queue never drained), and a retry of the job could be claimed while this attempt
-            # is still in in_flight under the same id, and then be dropped from it.
-            if settle is not None:
-                self._settle_queue.put(settle)
             state.wake.set()
             if self.max_jobs is not None and self._claimed_total >= self.max_jobs:
                 self._stop_when_idle()
