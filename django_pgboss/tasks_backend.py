@@ -116,7 +116,8 @@ _WORKER_KEYS = frozenset({"concurrency", "batch_size", "polling_interval_seconds
 class PgBossTask(Task):
     """A task with pg-boss job options: ``@task(retry_limit=5, dead_letter="failed-tasks")``.
 
-    Each option left None takes the queue's setting. ``using()`` accepts them too.
+    Each option left None takes the queue's setting. ``using()`` accepts them too, which is the
+    way to set them on Django 6.0, whose ``@task`` passes no extra arguments to the task class.
     """
 
     retry_limit: int | None = None
@@ -374,8 +375,14 @@ class PgBossBackend(BaseTaskBackend):
             priority = job.priority or 0
             if not TASK_MIN_PRIORITY <= priority <= TASK_MAX_PRIORITY:
                 priority = 0
+            # Every field is given: Django 6.0's Task has no defaults for them.
             return UnresolvedTask(
-                func=_unresolved, path=path, backend=self.alias, queue_name=job.name, priority=priority
+                func=_unresolved,
+                path=path,
+                backend=self.alias,
+                queue_name=job.name,
+                priority=priority,
+                run_after=None,
             )
         try:
             return task.using(

@@ -9,6 +9,7 @@ real worker claiming, running and settling the job.
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import math
 import os
 import re
@@ -346,6 +347,20 @@ def test_task_options_set_retry_limit_and_dead_letter_of_the_job():
     }
 
 
+def test_the_task_decorator_takes_job_options_where_django_passes_them_on():
+    if inspect.Parameter.VAR_KEYWORD in {p.kind for p in inspect.signature(task).parameters.values()}:
+        # Django 6.1+ and the backport hand @task's extra arguments to the backend's task class.
+        declared = task(retry_limit=2, dead_letter="tasks-dead")(tasks.add.func)
+        assert isinstance(declared, PgBossTask)
+        assert declared.job_options == {"retry_limit": 2, "dead_letter": "tasks-dead"}
+        with pytest.raises(InvalidTask, match="retry_delay must be an integer"):
+            task(retry_delay="soon")(tasks.add.func)
+    else:
+        # Django 6.0's @task takes none: the options go through using() (docs/tasks.md).
+        with pytest.raises(TypeError):
+            task(retry_limit=2)
+
+
 def test_a_singleton_task_dropped_by_its_slot_raises_task_not_enqueued():
     first = tasks.nightly_report.enqueue()
     assert job_row(first.id, "singleton_key") == ("nightly-report",)
@@ -570,7 +585,7 @@ def install_shop_tasks(tmp_path, monkeypatch, tasks_block: str) -> None:
     (tmp_path / "shop" / "__init__.py").write_text("")
     (tmp_path / "shop" / "tasks.py").write_text(tasks_block)
     monkeypatch.syspath_prepend(str(tmp_path))
-    for module in ("shop.tasks", "shop"):
+    for module in ("shop.reports", "shop.tasks", "shop"):
         monkeypatch.delitem(sys.modules, module, raising=False)
 
 
@@ -588,16 +603,26 @@ def test_the_readme_task_example_runs_as_written(tmp_path, monkeypatch):
             result = add.enqueue(2, 3)
             work_tasks()
             assert add.get_result(result.id).return_value == 5
-            assert job_row(result.id, "retry_limit") == (3,)
     finally:
         for module in ("shop.tasks", "shop"):
             sys.modules.pop(module, None)
 
 
 def test_the_docs_example_runs_as_written(tmp_path, monkeypatch):
-    text = (REPO / "docs" / "tasks.md").read_text()
-    settings_block, tasks_block, enqueue_block, result_block = re.findall(r"```python\n(.*?)```", text, re.S)
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "tasks.md").read_text(), re.S)
+
+    def block(marker: str) -> str:
+        (found,) = [b for b in blocks if marker in b]
+        return found
+
+    settings_block, tasks_block = block("TASKS = {"), block("# shop/tasks.py")
+    enqueue_block, result_block = block(".enqueue(user.pk)"), block(".get_result(result.id)")
     install_shop_tasks(tmp_path, monkeypatch, tasks_block)
+    # The job options example is a module of the same app.
+    reports = block("# shop/reports.py")
+    if SOURCE == "django_tasks":
+        reports = reports.replace("from django.tasks import task", "from django_tasks import task")
+    (tmp_path / "shop" / "reports.py").write_text(reports)
     namespace: dict = {}
     exec(settings_block, namespace)
     try:
@@ -609,8 +634,17 @@ def test_the_docs_example_runs_as_written(tmp_path, monkeypatch):
             result = namespace["result"]
             assert result.status == TaskResultStatus.SUCCESSFUL
             assert result.return_value == {"sent_to": "ada@example.com"}
-            assert result.task.queue_name == "emails" and result.task.retry_limit == 5
+            assert result.task.queue_name == "emails"
+
+            from shop.reports import send_report
+
+            report = send_report.enqueue("2026-11-29")
+            assert job_row(report.id, "name", "retry_limit", "singleton_key") == ("emails", 5, "daily-report")
+            with pytest.raises(TaskNotEnqueued):
+                send_report.enqueue("2026-11-29")  # the same hour's slot
+            work_tasks()
+            assert send_report.get_result(report.id).return_value == {"day": "2026-11-29"}
     finally:
-        for module in ("shop.tasks", "shop"):
+        for module in ("shop.reports", "shop.tasks", "shop"):
             sys.modules.pop(module, None)
     assert boss.get_queue("emails").retry_backoff is True

@@ -69,14 +69,22 @@ def unstorable():
     return {"handle": object()}
 
 
-@task(retry_limit=0, dead_letter="tasks-dead")
+# pg-boss job options through using(), which every supported Django takes (Django 6.0's @task
+# passes no extra arguments); the module attribute is the task the worker imports by path.
+@task
 def fail_to_dead_letter():
     raise RuntimeError("no retries")
 
 
-@task(singleton_key="nightly-report", singleton_seconds=600)
+fail_to_dead_letter = fail_to_dead_letter.using(retry_limit=0, dead_letter="tasks-dead")
+
+
+@task
 def nightly_report():
     return "report"
+
+
+nightly_report = nightly_report.using(singleton_key="nightly-report", singleton_seconds=600)
 
 
 #: Not a task: the worker must refuse to run it when a job names it.
