@@ -13,22 +13,27 @@ import inspect
 import math
 import os
 import re
+import signal
 import sys
 import threading
 import time
 import uuid
+from io import StringIO
 from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.core.management import CommandError, call_command
-from django.db import transaction
+from django.db import connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 
 from django_pgboss import boss
 from django_pgboss import worker as worker_module
 from django_pgboss.exceptions import JobDataNotSerializable, QueueNotFound, TaskNotEnqueued
+from django_pgboss.identifiers import quote_identifier
+from django_pgboss.operations import render_sql
 from django_pgboss.registry import task_registrations
 from django_pgboss.tasks_backend import WORKER_ID, PgBossBackend, PgBossTask, UnresolvedTask
 from django_pgboss.tasks_compat import (
@@ -458,14 +463,14 @@ def test_get_result_of_an_unknown_id_raises_task_result_does_not_exist():
 
 
 def test_without_create_queues_a_missing_queue_raises_queue_not_found():
-    settings = {
+    without = {
         "default": {
             "BACKEND": "django_pgboss.tasks_backend.PgBossBackend",
             "QUEUES": ["default"],
             "OPTIONS": {"CREATE_QUEUES": False},
         }
     }
-    with override_settings(TASKS=settings):
+    with override_settings(TASKS=without):
         with pytest.raises(QueueNotFound, match="'default' does not exist"):
             tasks.add.enqueue(1, 2)
         assert task_backends["default"].ensure_queues() == ["default"]
@@ -568,6 +573,45 @@ def test_a_backend_on_another_schema_is_left_to_its_own_worker():
         assert set(task_registrations(boss)) == {"default"}
         assert set(task_registrations()) == {"default", "remote"}
         assert task_backends["elsewhere"].boss.schema == "other_jobs"
+
+
+@pytest.fixture
+def second_schema():
+    """A second pg-boss schema in the test database, as the migrations would create it."""
+    name = "Tasks elsewhere-2"
+    with connection.cursor() as cursor:
+        cursor.execute(render_sql("0001_initial.sql", name))
+    yield name
+    with connection.cursor() as cursor:
+        cursor.execute(render_sql("0001_initial.down.sql", name))
+
+
+def test_a_backend_on_its_own_schema_is_worked_by_pgboss_work_tasks_backend(second_schema):
+    backends = {
+        **settings.TASKS,
+        "elsewhere": {
+            "BACKEND": "django_pgboss.tasks_backend.PgBossBackend",
+            "QUEUES": ["remote"],
+            "OPTIONS": {"SCHEMA": second_schema, "WORKER": {"polling_interval_seconds": 0.2}},
+        },
+    }
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with override_settings(TASKS=backends):
+            result = tasks.add.using(backend="elsewhere", queue_name="remote").enqueue(20, 1)
+            schema = quote_identifier(second_schema)
+            assert rows(f"SELECT name, state::text FROM {schema}.job") == [("remote", "created")]
+            assert count_jobs() == 0  # nothing in the suite's own schema
+            with pytest.raises(TaskResultDoesNotExist):
+                task_backends["default"].get_result(result.id)
+            out = StringIO()
+            call_command("pgboss_work", "--tasks-backend", "elsewhere", "--burst", stdout=out)
+            assert "1 completed, 0 failed" in out.getvalue()
+            done = task_backends["elsewhere"].get_result(result.id)
+            assert (done.return_value, done.backend, done.task.backend) == (21, "elsewhere", "elsewhere")
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
 
 
 # -- docs/tasks.md -------------------------------------------------------------------------------
