@@ -18,6 +18,8 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 
 DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:55433/pgboss")}
+# A second alias on the same test database, for a tasks backend whose OPTIONS name another alias.
+DATABASES["tasks"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
 
 PGBOSS = {"SCHEMA": env.str("PGBOSS_SCHEMA", default="pgboss")}
 

@@ -575,6 +575,34 @@ def test_a_backend_on_another_schema_is_left_to_its_own_worker():
         assert task_backends["elsewhere"].boss.schema == "other_jobs"
 
 
+@pytest.mark.django_db(transaction=True, databases=["default", "tasks"])
+def test_a_backend_on_another_database_alias_sends_in_that_alias_transactions():
+    on_alias = {
+        "default": {
+            "BACKEND": "django_pgboss.tasks_backend.PgBossBackend",
+            "QUEUES": ["default"],
+            "OPTIONS": {"DATABASE": "tasks"},
+        }
+    }
+
+    class Abort(Exception):
+        pass
+
+    with override_settings(TASKS=on_alias):
+        assert task_backends["default"].boss.using == "tasks"
+        with pytest.raises(Abort), transaction.atomic(using="tasks"):
+            rolled_back = tasks.add.enqueue(1, 1)
+            raise Abort
+        with pytest.raises(Abort), transaction.atomic(using="default"):
+            # Not the backend's alias: its enqueue commits on its own connection.
+            kept = tasks.add.enqueue(2, 2)
+            raise Abort
+        with pytest.raises(TaskResultDoesNotExist):
+            task_backends["default"].get_result(rolled_back.id)
+        assert task_backends["default"].get_result(kept.id).status == TaskResultStatus.READY
+    assert count_jobs("default") == 1
+
+
 @pytest.fixture
 def second_schema():
     """A second pg-boss schema in the test database, as the migrations would create it."""
