@@ -6,8 +6,9 @@ prepares each statement once per connection instead of parsing and planning it o
 which was most of the cost of a send (bench/README.md). Django's own cursors keep client-side
 binding and never prepare, so the ORM is unaffected.
 
-The psycopg cursor is kept per thread and connection and reused; each use is wrapped in Django's
-cursor wrapper, so error translation, execute wrappers and query logging work as for any query.
+The psycopg cursor is kept per thread and connection and reused. Errors are translated to Django's
+as for any query; when an execute wrapper is installed or queries are logged, each use goes through
+Django's own cursor wrapper so those see our statements too.
 """
 
 from __future__ import annotations
@@ -51,19 +52,59 @@ class _StatementCursor:
         connection.close_if_health_check_failed()
         connection.ensure_connection()
         raw = connection.connection
-        cursors: dict[str, tuple[Any, psycopg.Cursor]] = _local.__dict__.setdefault("cursors", {})
+        cursors: dict[str, tuple[Any, psycopg.Cursor, _LeanCursor]] = _local.__dict__.setdefault(
+            "cursors", {}
+        )
         cached = cursors.get(self._alias)
         if cached is None or cached[0] is not raw or cached[1].closed:
             # Django opens connections with prepared statements disabled (for connection
             # poolers); they are enabled here for server-side binding cursors, which only we use.
             if raw.prepare_threshold is None:
                 raw.prepare_threshold = PREPARE_THRESHOLD
-            cached = (raw, psycopg.Cursor(raw))
+            cursor = psycopg.Cursor(raw)
+            cached = (raw, cursor, _LeanCursor(connection, cursor))
             cursors[self._alias] = cached
-        return connection._prepare_cursor(cached[1])
+        if connection.execute_wrappers or connection.queries_logged:
+            # Someone watches the queries (an execute_wrapper, DEBUG's query log, a test's
+            # assertNumQueries): Django's own wrapper, so they see ours too.
+            return connection._prepare_cursor(cached[1])
+        return cached[2]
 
     def __exit__(self, *exc_info: Any) -> None:
         # The reused psycopg cursor stays open for the next statement; a plain Django cursor
         # (PREPARED_STATEMENTS off) is closed as Django closes it.
         if self._plain is not None:
             self._plain.__exit__(*exc_info)
+
+
+class _LeanCursor:
+    """What Django's CursorWrapper does for a statement, minus what nobody is using.
+
+    Django's wrapper builds the chain of execute wrappers and the query log for every statement,
+    and every send and fetch runs one; when there are neither (checked on each use of
+    statement_cursor()), this does the rest of it, and only that: refuse to run in a transaction
+    that an error broke, and turn psycopg's errors into Django's, exactly as CursorWrapper does.
+    """
+
+    __slots__ = ("_connection", "_cursor")
+
+    def __init__(self, connection: Any, cursor: psycopg.Cursor) -> None:
+        self._connection = connection
+        self._cursor = cursor
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        self._connection.validate_no_broken_transaction()
+        with self._connection.wrap_database_errors:
+            return self._cursor.execute(sql, params)
+
+    def fetchone(self) -> Any:
+        with self._connection.wrap_database_errors:
+            return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        with self._connection.wrap_database_errors:
+            return self._cursor.fetchall()
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount

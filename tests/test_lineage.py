@@ -129,5 +129,6 @@ def test_the_chain_is_read_through_job_i12():
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute("EXPLAIN " + redrive_plans.lineage(schema_sql()), {"id": ids["redriven2"]})
         plan = "\n".join(row[0] for row in cursor.fetchall())
-    # Each job table carries its own copy of job_i12, named after the table (job_common_i12, ...).
-    assert re.search(r"Index Scan using \w+_i12 on", plan), plan
+    # Each job table carries its own copy of job_i12, named after the table (job_common_i12, ...);
+    # the planner reads it with a plain or a bitmap index scan, depending on its statistics.
+    assert re.search(r"(Index Scan using|Bitmap Index Scan on) \w+_i12\b", plan), plan
