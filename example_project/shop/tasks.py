@@ -9,9 +9,15 @@ from example_project.shop.models import Order
 from example_project.shop.queues import WAREHOUSE
 
 
-@task(queue_name=WAREHOUSE, retry_limit=3)
+@task(queue_name=WAREHOUSE)
 def send_to_warehouse(order_id: int) -> dict[str, object]:
     """Hand the order to the warehouse: here, stamp it and return its pick list."""
     order = Order.objects.get(pk=order_id)
     Order.objects.filter(pk=order_id, sent_to_warehouse_at=None).update(sent_to_warehouse_at=timezone.now())
     return {"order": order.pk, "pick": [{"item": order.item, "quantity": order.quantity}]}
+
+
+# pg-boss job options ride on the task through using(), which every supported Django accepts
+# (@task takes them too from Django 6.1 and with the backport, but not on Django 6.0). The module
+# attribute is what the worker imports, so the options stay with the task.
+send_to_warehouse = send_to_warehouse.using(retry_limit=3)

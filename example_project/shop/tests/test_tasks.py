@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pytest
 
+from django_pgboss import boss
 from django_pgboss.tasks_compat import TaskResultStatus
 from example_project.shop.factories import CustomerFactory
 from example_project.shop.models import Order
@@ -20,6 +21,8 @@ def test_the_warehouse_task_runs_on_the_worker_and_its_result_is_readable(shop_q
     )
     result = send_to_warehouse.enqueue(order.pk)
     assert result.status == TaskResultStatus.READY
+    # The task's pg-boss options ride on the job.
+    assert boss.get_job_by_id(WAREHOUSE, result.id).retry_limit == 3
 
     assert work_off(WAREHOUSE).completed == 1
 
