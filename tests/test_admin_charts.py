@@ -94,12 +94,22 @@ def test_range_picker_widens_the_charts(admin_client, history):
     assert any(tip.startswith("Queued: 900 jobs at ") for tip in week)
 
 
+def test_the_fifteen_minute_range_shows_fifteen_second_buckets(admin_client, history):
+    body = queue_page(admin_client, range="15m").content.decode()
+    assert '<a href="?range=15m" class="selected" aria-current="true">15 minutes</a>' in body
+    tips = tooltips(figure(body, "pgboss-throughput-chart"))
+    assert tips[0] == "Jobs created, completed and failed per 15 s, last 15 minutes"
+    # Only the snapshot of 10 minutes ago is inside the range.
+    assert any(tip.startswith("Completed: 6 jobs at ") for tip in tips)
+    assert not any(tip.startswith(("Completed: 18 jobs", "Completed: 9 jobs")) for tip in tips)
+
+
 def test_a_range_not_offered_falls_back_with_a_message_and_changes_nothing(admin_client, history):
     before = rows("SELECT count(*) FROM {s}.queue_stats")
     response = queue_page(admin_client, range="2w")
     assert response.status_code == 200
     assert messages_of(response) == [
-        "The chart range '2w' is not offered (choose one of 1h, 6h, 24h, 7d); showing the last 1 hour."
+        "The chart range '2w' is not offered (choose one of 15m, 1h, 6h, 24h, 7d); showing the last 1 hour."
     ]
     assert '<a href="?range=1h" class="selected" aria-current="true">1 hour</a>' in response.content.decode()
     assert rows("SELECT count(*) FROM {s}.queue_stats") == before

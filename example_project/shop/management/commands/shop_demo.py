@@ -359,7 +359,7 @@ class Command(BaseCommand):
             "See it in the admin, on the same database:",
             f"   {python} {manage} runserver 127.0.0.1:{port}",
             f"   log in at {base}/admin/ as demo / {password}",
-            f"   the email queue's charts:  {base}{reverse('admin:pgboss_queue_change', args=[quote(queues.EMAILS)])}",
+            f"   the email queue's charts:  {base}{reverse('admin:pgboss_queue_change', args=[quote(queues.EMAILS)])}?range=15m",
             f"   the redriven job's lineage: {base}{reverse('admin:pgboss_job_lineage', args=[self.redrive[1]])}",
             f"   dead letters still waiting: {base}{reverse('admin:pgboss_job_changelist')}?name={queues.EMAILS_DEAD}",
             f"   place an order yourself:    {base}{reverse('shop:order')} (then run {manage} pgboss_work and pgboss_monitor)",
