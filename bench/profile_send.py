@@ -60,7 +60,7 @@ RETURNING_SQL = f"{SINGLE_SQL} RETURNING id"
 def boss_statement() -> str:
     """The statement Boss.send() runs for QUEUE: one job, a standard queue in job_common, no NOTIFY,
     in autocommit, so without ON CONFLICT."""
-    return job_plans.insert_job(Boss()._q, "job_common", on_conflict=False)
+    return job_plans.insert_job(Boss()._q, "job_common", on_conflict=False, options=False)
 
 
 def params(i: int) -> dict[str, Any]:
@@ -125,7 +125,9 @@ def main() -> None:
     # The step must run what send() runs; a drift of send() away from insert_job() would make
     # steps 2 and 3 measure another statement.
     if set(statements) != {sql}:
-        raise SystemExit("boss.send() no longer runs insert_job(on_conflict=False); update boss_statement()")
+        raise SystemExit(
+            "boss.send() no longer runs insert_job(on_conflict=False, options=False); update boss_statement()"
+        )
 
     def boss_send(n: int) -> None:
         b = Boss()

@@ -718,8 +718,10 @@ class Boss(DeadLetterAPI):
                     or job.get("id") is not None
                     or job.get("singletonSeconds") is not None
                 )
-                sql = job_plans.insert_job(self._q, route.table, on_conflict=on_conflict)
                 params: Any = single_job_params(name, job)
+                sql = job_plans.insert_job(
+                    self._q, route.table, on_conflict=on_conflict, options=params["options"] is not None
+                )
                 stale = STALE_TABLE_SQLSTATES if on_conflict else STALE_TABLE_SQLSTATES | {"23505"}
                 fetch_ids = True
             else:

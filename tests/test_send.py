@@ -137,6 +137,25 @@ def test_options_cascade_job_then_queue_then_default():
     )
 
 
+def test_a_send_without_options_writes_the_row_a_send_with_them_writes():
+    """send() has a leaner statement for a job that names no option; it must write the same row."""
+    boss.create_queue("dlq")
+    boss.create_queue("q", retry_limit=4, retry_backoff=True, retention_seconds=600, dead_letter="dlq")
+    plain = boss.send("q", {"n": 1})
+    optioned = boss.send("q", {"n": 1}, priority=0)  # an option that changes nothing
+    columns = [
+        "name", "data", "priority", "state", "retry_limit", "retry_count", "retry_delay", "retry_backoff",
+        "retry_delay_max", "expire_seconds", "deletion_seconds", "singleton_key", "singleton_on",
+        "group_id", "group_tier", "policy", "dead_letter", "heartbeat_seconds", "keep_until - start_after",
+        "start_after = created_on",
+    ]  # fmt: skip
+    assert job_row(plain, *columns) == job_row(optioned, *columns)
+    assert job_row(plain, "keep_until - start_after", "start_after = created_on") == (
+        dt.timedelta(seconds=600),
+        True,
+    )
+
+
 def test_retention_sets_keep_until_from_start_after(queue):
     job_id = boss.send(queue, retention_seconds=3600, start_after=60)
     start_after, keep_until = job_row(job_id, "start_after", "keep_until")

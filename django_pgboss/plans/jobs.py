@@ -348,12 +348,14 @@ def find_jobs(schema: str, table: str, *, by_id: bool, by_key: bool, by_data: bo
 
 
 @functools.lru_cache(maxsize=256)
-def insert_job(schema: str, table: str, *, on_conflict: bool) -> str:
+def insert_job(schema: str, table: str, *, on_conflict: bool, options: bool = True) -> str:
     """Insert one job: the statement behind send().
 
-    The row insert_jobs() writes for one job, with three parameters instead of a JSON recordset:
-    name, data (json) and options (a JSON object with pg-boss's option names, or NULL when the
-    job has none, the common case; an option absent or null takes the queue's setting). Fewer
+    The row insert_jobs() writes for one job, with typed parameters instead of a JSON recordset:
+    name, data (json) and, with ``options``, a JSON object of pg-boss's option names (an option
+    absent or null takes the queue's setting). Without ``options`` (a send that names none, the
+    common case) every column takes the queue's setting or its default directly: the same row,
+    without reading a JSON document per column (about 15 µs of a send's server time). Fewer
     parameters and no recordset matter here: a single send is dominated by per-statement costs.
 
     ``on_conflict`` adds ON CONFLICT DO NOTHING, how a policy or throttle slot drops a job. It is
@@ -361,39 +363,18 @@ def insert_job(schema: str, table: str, *, on_conflict: bool) -> str:
     throttle slot): speculative insertion writes an extra WAL record per row, a real share of a
     single send's cost.
     """
+
+    def option(key: str, cast: str, default: str) -> str:
+        # The pg-boss cascade for one column: the job's option, else the queue's setting/default.
+        return f"COALESCE((o->>'{key}')::{cast}, {default})" if options else default
+
+    def text_option(key: str) -> str:
+        return f"o->>'{key}'" if options else "NULL"
+
     conflict = "ON CONFLICT DO NOTHING" if on_conflict else ""
-    return f"""
-    INSERT INTO {schema}.{table} (
-      id, name, data, priority, start_after, created_on, singleton_key, singleton_on, group_id,
-      group_tier, expire_seconds, deletion_seconds, keep_until, retry_limit, retry_delay,
-      retry_backoff, retry_delay_max, policy, dead_letter, heartbeat_seconds
-    )
-    SELECT
-      COALESCE((o->>'id')::uuid, gen_random_uuid()),
-      q.name,
-      %(data)s::jsonb,
-      COALESCE((o->>'priority')::int, 0),
-      s.start_after,
-      {schema}.job_now(),
-      o->>'singletonKey',
-      CASE WHEN o->>'singletonSeconds' IS NOT NULL THEN
-        'epoch'::timestamp + '1s'::interval * ((o->>'singletonSeconds')::float8 * floor(
-          (date_part('epoch', {schema}.job_now()) + COALESCE((o->>'singletonOffset')::float8, 0))
-          / (o->>'singletonSeconds')::float8))
-      END,
-      o->>'groupId',
-      o->>'groupTier',
-      COALESCE((o->>'expireInSeconds')::int, q.expire_seconds),
-      COALESCE((o->>'deleteAfterSeconds')::int, q.deletion_seconds),
-      s.start_after + COALESCE((o->>'retentionSeconds')::int, q.retention_seconds) * interval '1s',
-      COALESCE((o->>'retryLimit')::int, q.retry_limit),
-      COALESCE((o->>'retryDelay')::int, q.retry_delay),
-      COALESCE((o->>'retryBackoff')::bool, q.retry_backoff, false),
-      COALESCE((o->>'retryDelayMax')::int, q.retry_delay_max),
-      q.policy,
-      COALESCE(o->>'deadLetter', q.dead_letter),
-      COALESCE((o->>'heartbeatSeconds')::int, q.heartbeat_seconds)
-    FROM {schema}.queue q
+    if options:
+        start_after = "s.start_after"
+        sources = f"""
     CROSS JOIN (SELECT %(options)s::jsonb AS o) options
     CROSS JOIN LATERAL (
       SELECT CASE
@@ -401,7 +382,42 @@ def insert_job(schema: str, table: str, *, on_conflict: bool) -> str:
           THEN (o->>'startAfter')::timestamptz
         ELSE {schema}.job_now() + COALESCE(o->>'startAfter', '0')::interval
       END AS start_after
-    ) s
+    ) s"""
+        singleton_on = f"""CASE WHEN o->>'singletonSeconds' IS NOT NULL THEN
+        'epoch'::timestamp + '1s'::interval * ((o->>'singletonSeconds')::float8 * floor(
+          (date_part('epoch', {schema}.job_now()) + COALESCE((o->>'singletonOffset')::float8, 0))
+          / (o->>'singletonSeconds')::float8))
+      END"""
+    else:
+        start_after, sources, singleton_on = f"{schema}.job_now()", "", "NULL"
+    return f"""
+    INSERT INTO {schema}.{table} (
+      id, name, data, priority, start_after, created_on, singleton_key, singleton_on, group_id,
+      group_tier, expire_seconds, deletion_seconds, keep_until, retry_limit, retry_delay,
+      retry_backoff, retry_delay_max, policy, dead_letter, heartbeat_seconds
+    )
+    SELECT
+      {option("id", "uuid", "gen_random_uuid()")},
+      q.name,
+      %(data)s::jsonb,
+      {option("priority", "int", "0")},
+      {start_after},
+      {schema}.job_now(),
+      {text_option("singletonKey")},
+      {singleton_on},
+      {text_option("groupId")},
+      {text_option("groupTier")},
+      {option("expireInSeconds", "int", "q.expire_seconds")},
+      {option("deleteAfterSeconds", "int", "q.deletion_seconds")},
+      {start_after} + {option("retentionSeconds", "int", "q.retention_seconds")} * interval '1s',
+      {option("retryLimit", "int", "q.retry_limit")},
+      {option("retryDelay", "int", "q.retry_delay")},
+      {option("retryBackoff", "bool", "q.retry_backoff")} IS TRUE,
+      {option("retryDelayMax", "int", "q.retry_delay_max")},
+      q.policy,
+      {option("deadLetter", "text", "q.dead_letter")},
+      {option("heartbeatSeconds", "int", "q.heartbeat_seconds")}
+    FROM {schema}.queue q{sources}
     WHERE q.name = %(name)s
     {conflict}
     RETURNING id
