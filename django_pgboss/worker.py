@@ -4,10 +4,10 @@ One Worker serves any number of queues from one process. Each queue has a fetch 
 only as many jobs as the queue has free slots: ``concurrency`` handler threads, and, when
 ``batch_size`` is larger, a buffer of claimed jobs up to ``batch_size`` waiting for the next free
 thread, so that one fetch round trip serves many jobs. Each queue has its own ``concurrency``
-handler threads, so a queue's buffer never takes another queue's threads; their results are
-settled by one settler thread in batches (one statement per queue per flush, each job fenced to
-the attempt it was fetched as). Queues with notify wake their loop through a LISTEN connection; every loop also
-polls, which covers queues without notify and any notification lost in a reconnect.
+handler threads, so a queue's buffer never takes another queue's threads. Results are settled by
+one settler thread in batches (one statement per queue per flush, each job fenced to the attempt
+it was fetched as). Queues with notify wake their loop through a LISTEN connection; every loop
+also polls, which covers queues without notify and any notification lost in a reconnect.
 
 The worker knows no SQL: everything goes through Boss. Database errors are survived, not fatal:
 a loop that loses its connection closes it, waits, and reconnects the Django way.
