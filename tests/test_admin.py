@@ -87,9 +87,14 @@ def test_queue_list_shows_policy_counts_dead_letters_and_last_hour_throughput(ad
     boss.create_queue("mail", policy="singleton")
     boss.supervise()  # the monitor caches the counts the list shows
     now = timezone.now()
+    # The middle of the current 5-minute bucket: a snapshot's window ends 10 s before its capture,
+    # and both must fall in one bucket whatever the clock says when the test runs.
+    middle = now.replace(minute=now.minute - now.minute % 5, second=0, microsecond=0) + dt.timedelta(
+        seconds=150
+    )
     # Last hour: 30 completed over 600 s and 6 over 300 s -> 36 / 900 s = 2.4 per minute.
-    add_snapshot("mail", now - dt.timedelta(minutes=40), completed_delta=30, delta_seconds=600)
-    add_snapshot("mail", now - dt.timedelta(minutes=20), completed_delta=6, delta_seconds=300)
+    add_snapshot("mail", middle - dt.timedelta(minutes=40), completed_delta=30, delta_seconds=600)
+    add_snapshot("mail", middle - dt.timedelta(minutes=20), completed_delta=6, delta_seconds=300)
     # Older than an hour: not counted.
     add_snapshot("mail", now - dt.timedelta(minutes=90), completed_delta=1000, delta_seconds=60)
     response = admin_client.get(reverse("admin:pgboss_queue_changelist"))
