@@ -34,6 +34,19 @@ def job_row(job_id: str, *columns: str) -> tuple:
     )
 
 
+def stats_partitions() -> set[str]:
+    """The names of queue_stats' daily partitions in the schema under test."""
+    return {
+        name
+        for (name,) in rows(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace n ON n.oid = p.relnamespace "
+            "WHERE p.relname = 'queue_stats' AND n.nspname = %s",
+            [pgboss_settings.SCHEMA],
+        )
+    }
+
+
 def count_jobs(name: str | None = None) -> int:
     if name is None:
         return rows("SELECT count(*) FROM {s}.job")[0][0]

@@ -18,7 +18,7 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect, sync_playwright
 
 from django_pgboss import boss
-from tests.helpers import rows
+from tests.helpers import rows, stats_partitions
 from tests.test_admin import add_snapshot
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -89,18 +89,6 @@ def screenshots(tmp_path):
         return path
 
     return take
-
-
-def stats_partitions() -> set[str]:
-    return {
-        name
-        for (name,) in rows(
-            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-            "JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace n ON n.oid = p.relnamespace "
-            "WHERE p.relname = 'queue_stats' AND n.nspname = %s",
-            [boss.schema],
-        )
-    }
 
 
 @pytest.fixture

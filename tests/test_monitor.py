@@ -14,7 +14,7 @@ import pytest
 
 from django_pgboss import boss
 from django_pgboss.monitor import PassReport, _apply_backoff
-from tests.helpers import job_row, pgboss_settings_with, rows
+from tests.helpers import job_row, pgboss_settings_with, rows, stats_partitions
 
 pytestmark = pytest.mark.django_db
 
@@ -286,15 +286,7 @@ def test_stats_partitions_are_kept_ahead_and_dropped_after_retention():
         f"CREATE TABLE {{s}}.queue_stats_{old} PARTITION OF {{s}}.queue_stats FOR VALUES FROM ('{start}') TO ('{end}')"
     )
     boss.supervise()
-    partitions = {
-        name
-        for (name,) in rows(
-            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-            "JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace n ON n.oid = p.relnamespace "
-            "WHERE p.relname = 'queue_stats' AND n.nspname = %s",
-            [boss.schema],
-        )
-    }
+    partitions = stats_partitions()
     today = now().astimezone(dt.UTC).date()
     assert partitions == {f"queue_stats_{today:%Y%m%d}", f"queue_stats_{today + dt.timedelta(days=1):%Y%m%d}"}
 
