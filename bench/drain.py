@@ -68,9 +68,9 @@ from bench.enqueue import (  # noqa: E402
     server_facts,
     source_revision,
 )
-from django_pgboss.manager import Boss  # noqa: E402
-from django_pgboss.registry import Registration  # noqa: E402
-from django_pgboss.worker import Worker  # noqa: E402
+from django_pgboss.api.boss import Boss  # noqa: E402
+from django_pgboss.worker.registry import Registration  # noqa: E402
+from django_pgboss.worker.runner import Worker  # noqa: E402
 
 QUEUE = "bench_drain"
 NOTIFY_QUEUE = "bench_notify"

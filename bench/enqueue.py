@@ -48,7 +48,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connections  # noqa: E402
 from psycopg.types.json import Jsonb  # noqa: E402
 
-from django_pgboss.manager import Boss  # noqa: E402
+from django_pgboss.api.boss import Boss  # noqa: E402
 
 QUEUE = "bench"
 SCHEMA = "pgboss"

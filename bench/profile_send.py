@@ -49,9 +49,9 @@ from django.test import override_settings
 from psycopg.types.json import Jsonb
 
 from bench.enqueue import QUEUE, SINGLE_SQL, TABLE, count_jobs, raw_connection, reset, source_revision
+from django_pgboss.api.boss import Boss
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.connection import statement_cursor
-from django_pgboss.manager import Boss
+from django_pgboss.db.cursors import statement_cursor
 from django_pgboss.plans import jobs as job_plans
 
 RETURNING_SQL = f"{SINGLE_SQL} RETURNING id"

@@ -54,10 +54,10 @@ from django.db import connection, transaction  # noqa: E402
 
 from bench.drain import CLAIM_SQL, COMPLETE_SQL  # noqa: E402
 from bench.enqueue import SCHEMA, TABLE, memory_total, raw_connection, server_facts, source_revision  # noqa: E402
+from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.conf import pgboss_settings  # noqa: E402
-from django_pgboss.identifiers import schema_key  # noqa: E402
-from django_pgboss.manager import Boss  # noqa: E402
-from django_pgboss.monitor import CHUNK_SIZE, EXPIRED_OUTPUT  # noqa: E402
+from django_pgboss.db.identifiers import schema_key  # noqa: E402
+from django_pgboss.monitor.supervisor import CHUNK_SIZE, EXPIRED_OUTPUT  # noqa: E402
 from django_pgboss.options import to_json  # noqa: E402
 from django_pgboss.plans import maintenance as maintenance_plans  # noqa: E402
 from django_pgboss.plans import stats as stats_plans  # noqa: E402

@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
+from django_pgboss.api.boss import Boss, boss
+from django_pgboss.api.deadletters import RedriveDestination, RedrivePreview, RedriveResult
 from django_pgboss.constants import SCHEMA_VERSION, JobState, QueuePolicy
-from django_pgboss.deadletters import RedriveDestination, RedrivePreview, RedriveResult
 from django_pgboss.exceptions import (
     DeadLetterQueueNotFound,
     ImproperlyConfiguredSchema,
@@ -24,9 +25,8 @@ from django_pgboss.exceptions import (
     QueueNotFound,
     ReadOnlyModelError,
 )
-from django_pgboss.manager import Boss, boss
 from django_pgboss.records import Job, QueueInfo
-from django_pgboss.registry import work
+from django_pgboss.worker.registry import work
 
 #: django_pgboss's version: the one source pyproject.toml reads (``python -m django_pgboss --version``).
 __version__ = "0.1.0"

@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.identifiers import schema_name_problem
+from django_pgboss.db.identifiers import schema_name_problem
 
 #: The oldest PostgreSQL pg-boss 12 supports.
 MIN_POSTGRES_VERSION = 13

@@ -20,8 +20,8 @@ from django.db import models
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import JobState, QueuePolicy
+from django_pgboss.db.identifiers import schema_name_problem
 from django_pgboss.exceptions import ReadOnlyModelError
-from django_pgboss.identifiers import schema_name_problem
 
 # Where the models point when PGBOSS["SCHEMA"] is invalid. Raising here would turn the pgboss.E002
 # check's message into an import-time traceback; pointing at this name instead keeps an unsafe

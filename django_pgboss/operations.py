@@ -9,7 +9,7 @@ from django.db import router
 from django.db.migrations.operations.base import Operation
 
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.identifiers import quote_schema, schema_key
+from django_pgboss.db.identifiers import quote_schema, schema_key
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 

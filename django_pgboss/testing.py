@@ -37,7 +37,7 @@ from django.db import connections
 from django.db.backends.signals import connection_created
 
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.identifiers import quote_schema
+from django_pgboss.db.identifiers import quote_schema
 
 __all__ = ["CLOCK_SETTING", "TestClock"]
 

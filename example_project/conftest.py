@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.identifiers import quote_identifier
+from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.registry import Registration, autodiscover, registrations, task_registrations
 from django_pgboss.worker import Worker
 from example_project.shop import queues

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection
 
-from django_pgboss.identifiers import quote_identifier
+from django_pgboss.db.identifiers import quote_identifier
 
 PLACEHOLDER = "<schema>"
 

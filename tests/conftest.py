@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.identifiers import quote_identifier
+from django_pgboss.db.identifiers import quote_identifier
 
 NODE_SCRIPT = Path(__file__).resolve().parent / "node" / "pgboss.mjs"
 

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import connection
 
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.identifiers import quote_identifier
+from django_pgboss.db.identifiers import quote_identifier
 
 
 def schema_sql() -> str:

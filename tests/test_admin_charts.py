@@ -10,7 +10,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from django_pgboss import boss, charts
+from django_pgboss import boss
+from django_pgboss.admin import charts
 from tests.helpers import rows
 from tests.test_admin import add_snapshot, messages_of, page_text
 

@@ -16,9 +16,10 @@ from django.contrib.auth.models import User
 from django.core import mail
 from django.db import transaction
 
-from django_pgboss import boss, registry
-from django_pgboss.registry import registrations
-from django_pgboss.worker import Worker
+from django_pgboss import boss
+from django_pgboss.worker import registry
+from django_pgboss.worker.registry import registrations
+from django_pgboss.worker.runner import Worker
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

@@ -14,8 +14,8 @@ from django.db.migrations.loader import MigrationLoader
 from django.test import override_settings
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.exceptions import ImproperlyConfiguredSchema
-from django_pgboss.identifiers import quote_identifier
 from django_pgboss.operations import SQL_DIR, RunPgBossSQL, render_sql
 from tests.catalog import read_catalog, schema_exists
 

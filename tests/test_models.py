@@ -11,8 +11,8 @@ from django.db import connection
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import JobState
+from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.exceptions import ReadOnlyModelError
-from django_pgboss.identifiers import quote_identifier
 from django_pgboss.models import (
     Job,
     JobDependency,

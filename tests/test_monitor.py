@@ -13,7 +13,7 @@ import datetime as dt
 import pytest
 
 from django_pgboss import boss
-from django_pgboss.monitor import PassReport, _apply_backoff
+from django_pgboss.monitor.supervisor import PassReport, _apply_backoff
 from tests.helpers import job_row, pgboss_settings_with, rows, stats_partitions
 
 pytestmark = pytest.mark.django_db

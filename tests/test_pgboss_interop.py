@@ -14,7 +14,7 @@ from django.db import connection
 from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import QueuePolicy
-from django_pgboss.identifiers import quote_identifier
+from django_pgboss.db.identifiers import quote_identifier
 from tests.catalog import read_catalog
 
 pytestmark = [pytest.mark.node, pytest.mark.django_db(transaction=True)]

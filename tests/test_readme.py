@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from django_pgboss import boss, registry
-from django_pgboss.registry import registrations
-from django_pgboss.worker import Worker
+from django_pgboss import boss
+from django_pgboss.worker import registry
+from django_pgboss.worker.registry import registrations
+from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -22,7 +22,7 @@ from django_pgboss import (
     QueueNotFound,
     boss,
 )
-from django_pgboss.identifiers import schema_key
+from django_pgboss.db.identifiers import schema_key
 from tests.conftest import database_url
 from tests.helpers import count_jobs, job_row, rows
 

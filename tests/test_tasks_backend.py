@@ -30,13 +30,11 @@ from django.test import override_settings
 from django.utils import timezone
 
 from django_pgboss import boss
-from django_pgboss import worker as worker_module
+from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.exceptions import JobDataNotSerializable, QueueNotFound, TaskNotEnqueued
-from django_pgboss.identifiers import quote_identifier
 from django_pgboss.operations import render_sql
-from django_pgboss.registry import task_registrations
-from django_pgboss.tasks_backend import WORKER_ID, PgBossBackend, PgBossTask, UnresolvedTask
-from django_pgboss.tasks_compat import (
+from django_pgboss.tasks.backend import WORKER_ID, PgBossBackend, PgBossTask, UnresolvedTask
+from django_pgboss.tasks.compat import (
     SOURCE,
     InvalidTask,
     InvalidTaskBackend,
@@ -48,7 +46,9 @@ from django_pgboss.tasks_compat import (
     task_finished,
     task_started,
 )
-from django_pgboss.worker import Worker
+from django_pgboss.worker import runner as worker_module
+from django_pgboss.worker.registry import task_registrations
+from django_pgboss.worker.runner import Worker
 from tests.helpers import count_jobs, job_row, rows
 from tests.taskapp import tasks
 from tests.test_worker import run_worker, wait_for

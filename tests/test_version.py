@@ -14,7 +14,7 @@ from django.db import connection
 
 import django_pgboss
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.identifiers import quote_schema
+from django_pgboss.db.identifiers import quote_schema
 from django_pgboss.version import version_text
 
 REPO = Path(__file__).resolve().parents[1]

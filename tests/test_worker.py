@@ -16,8 +16,8 @@ from django.db import connection
 
 from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.registry import Registration, registrations
-from django_pgboss.worker import Worker
+from django_pgboss.worker.registry import Registration, registrations
+from django_pgboss.worker.runner import Worker
 from tests.conftest import database_url
 from tests.helpers import job_row, rows
 
@@ -487,7 +487,7 @@ def test_a_handler_that_overruns_its_expiry_does_not_settle_the_newer_attempt():
 
 
 def test_registered_handlers_come_from_each_apps_jobs_module():
-    from django_pgboss.registry import autodiscover
+    from django_pgboss.worker.registry import autodiscover
 
     autodiscover()
     assert {"echo", "slow", "flaky", "unstorable", "batched", "live"} <= set(registrations())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from django_pgboss.tasks_compat import task
+from django_pgboss.tasks.compat import task
 
 
 @task

@@ -11,10 +11,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connections
 
+from django_pgboss.api.boss import Boss
+from django_pgboss.api.schedules import CRON_INTERVAL_SECONDS, run_timekeeper
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.management.console import configure_logging
-from django_pgboss.manager import Boss
-from django_pgboss.schedules import CRON_INTERVAL_SECONDS, run_timekeeper
 from django_pgboss.version import version_text
 
 logger = logging.getLogger("django_pgboss.monitor")

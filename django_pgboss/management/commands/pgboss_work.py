@@ -12,12 +12,12 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from django_pgboss.api.boss import Boss
 from django_pgboss.exceptions import PgBossError
 from django_pgboss.management.console import configure_logging
-from django_pgboss.manager import Boss
-from django_pgboss.registry import Registration, autodiscover, registrations, task_registrations
 from django_pgboss.version import version_text
-from django_pgboss.worker import Worker
+from django_pgboss.worker.registry import Registration, autodiscover, registrations, task_registrations
+from django_pgboss.worker.runner import Worker
 
 
 class Command(BaseCommand):
@@ -125,8 +125,8 @@ class Command(BaseCommand):
             )
 
     def _tasks_backend(self, alias: str) -> tuple[dict[str, Registration], Boss]:
-        from django_pgboss.tasks_backend import PgBossBackend
-        from django_pgboss.tasks_compat import InvalidTaskBackend, task_backends
+        from django_pgboss.tasks.backend import PgBossBackend
+        from django_pgboss.tasks.compat import InvalidTaskBackend, task_backends
 
         try:
             backend = task_backends[alias]

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, IntegrityError, connections, transaction
 
+from django_pgboss.api.deadletters import DeadLetterAPI
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.connection import statement_cursor
 from django_pgboss.constants import QueuePolicy
-from django_pgboss.deadletters import DeadLetterAPI
+from django_pgboss.db.cursors import statement_cursor
+from django_pgboss.db.identifiers import quote_job_table, quote_schema, schema_key
 from django_pgboss.exceptions import (
     DeadLetterQueueNotFound,
     InvalidJobReference,
@@ -29,7 +30,6 @@ from django_pgboss.exceptions import (
     QueueInUse,
     QueueNotFound,
 )
-from django_pgboss.identifiers import quote_job_table, quote_schema, schema_key
 from django_pgboss.options import (
     to_json,
     to_pgboss_options,
@@ -57,7 +57,7 @@ from django_pgboss.plans import stats as stats_plans
 from django_pgboss.records import Job, QueueInfo, StatsPoint, job_from_row
 
 if TYPE_CHECKING:
-    from django_pgboss.monitor import PassReport
+    from django_pgboss.monitor.supervisor import PassReport
 
 
 class _QueueRoute:
@@ -433,7 +433,7 @@ class Boss(DeadLetterAPI):
         monitors may run it at once. A queue is counted and swept at most once per
         ``interval_seconds`` (default PGBOSS["MONITOR_INTERVAL_SECONDS"]), by whichever monitor
         claims it first."""
-        from django_pgboss.monitor import supervise
+        from django_pgboss.monitor.supervisor import supervise
 
         return supervise(self, queues, interval_seconds=interval_seconds)
 
@@ -542,7 +542,7 @@ class Boss(DeadLetterAPI):
         each job. Runs on the monitor's timekeeper (manage.py pgboss_monitor); each occurrence is
         sent once however many monitors run.
         """
-        from django_pgboss.schedules import schedule
+        from django_pgboss.api.schedules import schedule
 
         schedule(self, name, cron, data, tz=tz, key=key, missed=missed, **send_options)
 
@@ -554,7 +554,7 @@ class Boss(DeadLetterAPI):
 
     def get_schedules(self, name: str | None = None) -> list[Any]:
         """Every schedule, or the queue's, in name and key order."""
-        from django_pgboss.schedules import get_schedules
+        from django_pgboss.api.schedules import get_schedules
 
         return get_schedules(self, name)
 

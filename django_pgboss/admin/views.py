@@ -26,9 +26,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from django_pgboss import charts
+from django_pgboss.admin import charts
+from django_pgboss.api.boss import boss
 from django_pgboss.exceptions import PgBossError, QueueNotFound
-from django_pgboss.manager import boss
 from django_pgboss.models import Job as JobRow
 from django_pgboss.models import Queue, Schedule
 from django_pgboss.records import Job, StatsPoint

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 import psycopg
 from django.db import connections
 
-from django_pgboss.manager import Boss
+from django_pgboss.api.boss import Boss
 from django_pgboss.plans import jobs as job_plans
 
 logger = logging.getLogger("django_pgboss.worker")

@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.identifiers import quote_identifier, quote_job_table
+from django_pgboss.db.identifiers import quote_identifier, quote_job_table
 from django_pgboss.options import to_json, validate_queue_name
 from django_pgboss.plans import maintenance as maintenance_plans
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import stats as stats_plans
 
 if TYPE_CHECKING:
-    from django_pgboss.manager import Boss
+    from django_pgboss.api.boss import Boss
 
 logger = logging.getLogger("django_pgboss.monitor")
 

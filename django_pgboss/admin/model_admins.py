@@ -3,7 +3,7 @@
 The models are read-only, so no admin form ever saves a row: every change (retry, cancel,
 resume, delete, redrive, schedule, unschedule) goes through ``Boss``, needs its own permission,
 is a POST (CSRF-checked by Django), and is recorded as an admin LogEntry. The pages themselves
-live in admin_views.py and the SVG charts in charts.py.
+live in admin/views.py and the SVG charts in admin/charts.py.
 
 Permissions: ``pgboss.view_*`` for the pages; ``pgboss.retry_job``, ``cancel_job``, ``resume_job``,
 ``redrive_job`` and ``delete_job`` for the job actions; ``pgboss.add_schedule`` and
@@ -26,7 +26,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from django_pgboss import admin_views, charts
+from django_pgboss.admin import charts
+from django_pgboss.admin import views as admin_views
 from django_pgboss.constants import JobState, QueuePolicy
 from django_pgboss.models import Job, Queue, QueueStats, Warning
 

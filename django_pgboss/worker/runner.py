@@ -25,13 +25,13 @@ from typing import Any
 
 from django.db import DatabaseError, close_old_connections, connections
 
+from django_pgboss.api.boss import Boss
 from django_pgboss.exceptions import JobDataNotSerializable, QueueNotFound
-from django_pgboss.listener import NotifyListener
-from django_pgboss.manager import Boss
 from django_pgboss.options import to_json
 from django_pgboss.payloads import EncodedOutput, output_value
 from django_pgboss.records import Job
-from django_pgboss.registry import Registration
+from django_pgboss.worker.listener import NotifyListener
+from django_pgboss.worker.registry import Registration
 
 logger = logging.getLogger("django_pgboss.worker")
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django_pgboss.db.identifiers import quote_job_table
 from django_pgboss.exceptions import (
     InvalidJobReference,
     InvalidOption,
@@ -20,7 +21,6 @@ from django_pgboss.exceptions import (
     NotADeadLetterQueue,
     QueueNotFound,
 )
-from django_pgboss.identifiers import quote_job_table
 from django_pgboss.options import to_json, validate_queue_name
 from django_pgboss.payloads import attempt_references, int_option
 from django_pgboss.plans import queues as queue_plans

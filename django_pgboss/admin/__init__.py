@@ -1,0 +1,7 @@
+"""The admin: model admins (model_admins.py), the extra pages they link to (views.py) and the SVG
+throughput charts (charts.py). Django's admin autodiscovery imports this package, which registers
+the model admins."""
+
+from __future__ import annotations
+
+from django_pgboss.admin import model_admins  # noqa: F401  (registers the ModelAdmins)

@@ -1,0 +1,587 @@
+"""PgBossBackend: Django's task framework (``django.tasks`` / ``django_tasks``) on pg-boss's queues.
+
+A task enqueued through this backend is a pg-boss job: its queue is the task's queue_name, its
+data is ``{"task": module path, "args": [...], "kwargs": {...}}``, its priority is the task's
+priority (both run higher numbers first, so the -100..100 range maps onto pg-boss's as it is),
+run_after is its start_after, and the result id is the job id. ``enqueue()`` sends on Django's
+connection, so inside ``transaction.atomic()`` the task commits or rolls back with the caller's
+writes. ``manage.py pgboss_work`` runs the jobs (see :class:`TaskRunner`), and ``get_result()``
+reads the job back: its state is the result's status, its output the return value or the error.
+
+Settings::
+
+    TASKS = {
+        "default": {
+            "BACKEND": "django_pgboss.tasks_backend.PgBossBackend",
+            "QUEUES": ["default", "emails"],
+            "OPTIONS": {
+                "DATABASE": "default",  # the alias pg-boss's tables are on (default: PGBOSS)
+                "SCHEMA": "pgboss",  # pg-boss's schema (default: PGBOSS["SCHEMA"])
+                "CREATE_QUEUES": True,  # create a missing queue on first use (default True)
+                "QUEUE_OPTIONS": {"retry_limit": 3},  # create_queue() options for those queues
+                "WORKER": {"concurrency": 4},  # how pgboss_work runs each queue
+            },
+        }
+    }
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+import traceback
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.module_loading import import_string
+
+from django_pgboss import exceptions
+from django_pgboss.api.boss import Boss
+from django_pgboss.exceptions import (
+    DeadLetterQueueNotFound,
+    JobDataNotSerializable,
+    PgBossError,
+    QueueNotFound,
+    TaskAttemptLost,
+    TaskNotEnqueued,
+    TaskNotFound,
+)
+from django_pgboss.options import to_json, validate_queue_name, validate_queue_options
+from django_pgboss.payloads import job_payload
+from django_pgboss.plans import tasks as task_plans
+from django_pgboss.records import Job, job_from_row
+from django_pgboss.tasks.compat import (
+    TASK_MAX_PRIORITY,
+    TASK_MIN_PRIORITY,
+    BaseTaskBackend,
+    InvalidTask,
+    InvalidTaskBackend,
+    Task,
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    normalize_json,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
+from django_pgboss.worker.registry import Registration, validated
+
+#: Who ran an attempt, as TaskResult.worker_ids lists it: this host and process.
+WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"[:64]
+#: Where a task job's output keeps what Django's result needs beyond the value or the error.
+META_KEY = "django_task"
+#: A worker id for an attempt whose worker is not recorded (still running, or lost).
+UNKNOWN_WORKER = "unknown"
+
+#: Job state -> result status.
+STATUSES = {
+    "created": TaskResultStatus.READY,
+    "retry": TaskResultStatus.READY,
+    "active": TaskResultStatus.RUNNING,
+    "completed": TaskResultStatus.SUCCESSFUL,
+    "cancelled": TaskResultStatus.FAILED,
+    "failed": TaskResultStatus.FAILED,
+}
+
+#: The send() options a task may carry (``@task(retry_limit=5)``, ``.using(singleton_key=...)``).
+TASK_JOB_OPTIONS = (
+    "retry_limit",
+    "retry_delay",
+    "retry_backoff",
+    "retry_delay_max",
+    "expire_in_seconds",
+    "heartbeat_seconds",
+    "retention_seconds",
+    "delete_after_seconds",
+    "dead_letter",
+    "singleton_key",
+    "singleton_seconds",
+    "group_id",
+    "group_tier",
+)
+_OPTION_KEYS = frozenset({"DATABASE", "SCHEMA", "CREATE_QUEUES", "QUEUE_OPTIONS", "WORKER"})
+_WORKER_KEYS = frozenset({"concurrency", "batch_size", "polling_interval_seconds"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PgBossTask(Task):
+    """A task with pg-boss job options: ``@task(retry_limit=5, dead_letter="failed-tasks")``.
+
+    Each option left None takes the queue's setting. ``using()`` accepts them too, which is the
+    way to set them on Django 6.0, whose ``@task`` passes no extra arguments to the task class.
+    """
+
+    retry_limit: int | None = None
+    retry_delay: int | None = None
+    retry_backoff: bool | None = None
+    retry_delay_max: int | None = None
+    expire_in_seconds: int | None = None
+    heartbeat_seconds: int | None = None
+    retention_seconds: int | None = None
+    delete_after_seconds: int | None = None
+    dead_letter: str | None = None
+    singleton_key: str | None = None
+    singleton_seconds: int | None = None
+    group_id: str | None = None
+    group_tier: str | None = None
+
+    @property
+    def job_options(self) -> dict[str, Any]:
+        """The pg-boss send() options this task sets."""
+        return {name: getattr(self, name) for name in TASK_JOB_OPTIONS if getattr(self, name) is not None}
+
+    def using(
+        self,
+        *,
+        priority: int | None = None,
+        queue_name: str | None = None,
+        run_after: dt.datetime | None = None,
+        backend: str | None = None,
+        **options: Any,
+    ) -> PgBossTask:
+        """A copy with other defaults: Django's four, and any of the job options (None keeps one)."""
+        unknown = sorted(set(options) - set(TASK_JOB_OPTIONS))
+        if unknown:
+            raise TypeError(f"using() got unknown option(s) {', '.join(unknown)}")
+        # Task's own using(), called explicitly: a slotted dataclass cannot use bare super().
+        task = Task.using(
+            self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
+        )
+        changes = {name: value for name, value in options.items() if value is not None}
+        return replace(task, **changes) if changes else task
+
+
+def _unresolved(*args: Any, **kwargs: Any) -> Any:
+    """Stands in for a task function that cannot be imported any more."""
+    raise TaskNotFound("this task's function could not be imported")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnresolvedTask(PgBossTask):
+    """The task of a result whose module path no longer imports: it names the path, never runs."""
+
+    path: str = ""
+
+    @property
+    def module_path(self) -> str:
+        return self.path
+
+    @property
+    def name(self) -> str:
+        return self.path.rpartition(".")[2]
+
+
+class PgBossBackend(BaseTaskBackend):
+    """Runs Django tasks as pg-boss jobs (see the module docstring for the settings)."""
+
+    task_class = PgBossTask
+
+    supports_defer = True
+    """Tasks may be deferred with run_after (the job's start_after)."""
+
+    supports_async_task = True
+    """Coroutine tasks run too: the worker runs each on an event loop of its own."""
+
+    supports_get_result = True
+    """Results are read back from the job, from any thread or process."""
+
+    supports_priority = True
+    """Higher priorities are fetched first, as pg-boss orders its jobs."""
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        options = dict(self.options)
+        unknown = sorted(set(options) - _OPTION_KEYS)
+        if unknown:
+            raise InvalidTaskBackend(
+                f"TASKS[{alias!r}]['OPTIONS'] has unknown key(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(_OPTION_KEYS))}"
+            )
+        if not self.queues:
+            raise InvalidTaskBackend(
+                f"TASKS[{alias!r}]['QUEUES'] is empty: list the queues, so that pgboss_work knows what to work"
+            )
+        try:
+            for name in sorted(self.queues):
+                validate_queue_name(name, f"TASKS[{alias!r}]['QUEUES'] entry")
+            self.queue_options = dict(options.get("QUEUE_OPTIONS") or {})
+            validate_queue_options("", self.queue_options, creating=True)
+        except PgBossError as exc:
+            raise InvalidTaskBackend(f"TASKS[{alias!r}]: {exc}") from exc
+        self.create_queues = options.get("CREATE_QUEUES", True)
+        if not isinstance(self.create_queues, bool):
+            raise InvalidTaskBackend(f"TASKS[{alias!r}]['OPTIONS']['CREATE_QUEUES'] must be True or False")
+        self.worker_options = dict(options.get("WORKER") or {})
+        unknown = sorted(set(self.worker_options) - _WORKER_KEYS)
+        if unknown:
+            raise InvalidTaskBackend(
+                f"TASKS[{alias!r}]['OPTIONS']['WORKER'] has unknown key(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(_WORKER_KEYS))}"
+            )
+        database = options.get("DATABASE")
+        if database is not None and database not in settings.DATABASES:
+            raise InvalidTaskBackend(
+                f"TASKS[{alias!r}]['OPTIONS']['DATABASE'] is {database!r}, which is not in DATABASES"
+            )
+        self.boss = Boss(using=database, schema=options.get("SCHEMA"))
+        self.registrations()  # checks the WORKER options now rather than when a worker starts
+
+    # -- enqueueing ----------------------------------------------------------------------------
+
+    def validate_task(self, task: Task) -> None:
+        """Django's checks, and the queue name and job options pg-boss will take."""
+        super().validate_task(task)
+        try:
+            validate_queue_name(task.queue_name, "queue_name")
+            job_payload(None, getattr(task, "job_options", {}), where=f"task {task.module_path}")
+        except PgBossError as exc:
+            raise InvalidTask(str(exc)) from exc
+
+    def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        """Send the task's job on Django's connection (so atomic() applies) and return its result.
+
+        Raises InvalidTask for a task this backend cannot run, JobDataNotSerializable when an
+        argument cannot be stored as JSON, and TaskNotEnqueued when the queue's policy or the
+        task's singleton settings dropped the job; nothing is written in those cases.
+        """
+        self.validate_task(task)
+        job_id = str(uuid.uuid4())
+        try:
+            # TaskResult turns the arguments into JSON types (tuples into lists ...) or raises.
+            result = TaskResult(
+                task=task,
+                id=job_id,
+                status=TaskResultStatus.READY,
+                enqueued_at=None,
+                started_at=None,
+                finished_at=None,
+                last_attempted_at=None,
+                args=list(args),
+                kwargs=dict(kwargs),
+                backend=self.alias,
+                errors=[],
+                worker_ids=[],
+            )
+        except (TypeError, ValueError) as exc:
+            raise JobDataNotSerializable(
+                f"the arguments of task {task.module_path} cannot be stored as JSON: {exc}"
+            ) from exc
+        data: dict[str, Any] = {"task": task.module_path, "args": result.args, "kwargs": result.kwargs}
+        if task.run_after is not None:
+            data["run_after"] = task.run_after.isoformat()
+        to_json(data, f"the arguments of task {task.module_path}")
+        options: dict[str, Any] = {
+            "id": job_id,
+            "priority": task.priority,
+            **getattr(task, "job_options", {}),
+        }
+        if task.run_after is not None:
+            options["start_after"] = task.run_after
+        if self._send(task.queue_name, data, options) is None:
+            raise TaskNotEnqueued(
+                f"task {task.module_path} was not enqueued: queue {task.queue_name!r}'s policy or the "
+                "task's singleton settings dropped it (another job holds its singleton key or slot)"
+            )
+        object.__setattr__(result, "enqueued_at", timezone.now())
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def _send(self, queue: str, data: dict[str, Any], options: dict[str, Any]) -> str | None:
+        try:
+            return self.boss.send(queue, data, **options)
+        except DeadLetterQueueNotFound:
+            raise
+        except QueueNotFound:
+            if not self.create_queues:
+                raise
+        # Boss raises QueueNotFound without having written anything, so a caller's transaction is
+        # intact: create the queue in it, then send.
+        self.boss.create_queue(queue, **self.queue_options)
+        return self.boss.send(queue, data, **options)
+
+    def ensure_queues(self) -> list[str]:
+        """Create this backend's missing queues (with CREATE_QUEUES); returns those still missing."""
+        existing = {info.name for info in self.boss.get_queues(sorted(self.queues))}
+        missing = sorted(self.queues - existing)
+        if self.create_queues:
+            for name in missing:
+                self.boss.create_queue(name, **self.queue_options)
+            return []
+        return missing
+
+    # -- results -------------------------------------------------------------------------------
+
+    def get_result(self, result_id: str) -> TaskResult:
+        """The result of a task this backend enqueued, read from its job.
+
+        Raises TaskResultDoesNotExist for an id that is not the id of a task job in one of this
+        backend's queues (jobs are deleted after their queue's retention and deletion periods).
+        """
+        try:
+            job_id = str(uuid.UUID(str(result_id)))
+        except ValueError:
+            raise TaskResultDoesNotExist(result_id) from None
+        with self.boss.cursor() as cursor:
+            cursor.execute(task_plans.get_task_job(self.boss.quoted_schema), [sorted(self.queues), job_id])
+            row = cursor.fetchone()
+        job = job_from_row(row) if row is not None else None
+        if job is None or not _is_task_data(job.data):
+            raise TaskResultDoesNotExist(result_id)
+        return self._result(job)
+
+    def _result(self, job: Job) -> TaskResult:
+        status = STATUSES[job.state or "created"]
+        history = _History.of(job)
+        # retry_count counts the claims after the first, so a job that started has run that many
+        # attempts plus one (the current one, when it is active).
+        attempts = job.retry_count + 1 if job.started_on is not None else 0
+        finished = (
+            job.completed_on if status in (TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED) else None
+        )
+        result = TaskResult(
+            task=self._task_of(job),
+            id=job.id,
+            status=status,
+            enqueued_at=job.created_on,
+            started_at=job.started_on,
+            finished_at=finished,
+            last_attempted_at=job.started_on,
+            args=job.data["args"],
+            kwargs=job.data["kwargs"],
+            backend=self.alias,
+            errors=[TaskError(**error) for error in history.errors],
+            worker_ids=_padded(history.worker_ids, attempts),
+        )
+        if status == TaskResultStatus.SUCCESSFUL:
+            object.__setattr__(result, "_return_value", _return_value(job.output))
+        return result
+
+    def _task_of(self, job: Job) -> Task:
+        """The task a job runs, with the priority, queue and run_after it was enqueued with."""
+        path = job.data["task"]
+        run_after = parse_datetime(job.data["run_after"]) if job.data.get("run_after") else None
+        try:
+            task = resolve_task(path)
+        except TaskNotFound:
+            priority = job.priority or 0
+            if not TASK_MIN_PRIORITY <= priority <= TASK_MAX_PRIORITY:
+                priority = 0
+            # Every field is given: Django 6.0's Task has no defaults for them.
+            return UnresolvedTask(
+                func=_unresolved,
+                path=path,
+                backend=self.alias,
+                queue_name=job.name,
+                priority=priority,
+                run_after=None,
+            )
+        try:
+            return task.using(
+                priority=job.priority, queue_name=job.name, run_after=run_after, backend=self.alias
+            )
+        except InvalidTask:
+            # A job someone sent by hand with a priority Django does not allow: the task as declared.
+            return task
+
+    # -- the worker's side ---------------------------------------------------------------------
+
+    def registrations(self) -> list[Registration]:
+        """How pgboss_work runs this backend's queues: one TaskRunner for all of them."""
+        runner = TaskRunner(self)
+        try:
+            return [
+                validated(
+                    Registration(queue=name, handler=runner, include_metadata=True, **self.worker_options)
+                )
+                for name in sorted(self.queues)
+            ]
+        except (PgBossError, TypeError) as exc:
+            raise InvalidTaskBackend(f"TASKS[{self.alias!r}]['OPTIONS']['WORKER']: {exc}") from exc
+
+    def run_job(self, job: Job) -> dict[str, Any]:
+        """Run the task a job holds; what it returns is the job's output, what it raises fails it.
+
+        The task is looked up by its module path and must be a task object (a function decorated
+        with @task): a path that no longer imports, or names anything else, fails the job with
+        TaskNotFound naming the path. task_started and task_finished are sent around the call.
+        """
+        if not _is_task_data(job.data):
+            raise TaskNotFound(
+                f"job {job.id} of queue {job.name!r} holds no task: it was not enqueued through a tasks backend"
+            )
+        task = self._task_of(job)
+        if isinstance(task, UnresolvedTask):
+            resolve_task(job.data["task"])  # raises TaskNotFound with the reason
+        history = _History.of(job)
+        errors = history.errors
+        worker_ids = [*_padded(history.worker_ids, job.retry_count), WORKER_ID]
+        result = TaskResult(
+            task=task,
+            id=job.id,
+            status=TaskResultStatus.RUNNING,
+            enqueued_at=job.created_on,
+            started_at=job.started_on,
+            finished_at=None,
+            last_attempted_at=job.started_on,
+            args=job.data["args"],
+            kwargs=job.data["kwargs"],
+            backend=self.alias,
+            errors=[TaskError(**error) for error in errors],
+            worker_ids=worker_ids,
+        )
+        task_started.send(type(self), task_result=result)
+        meta: dict[str, Any] = {"worker_ids": worker_ids, "errors": errors}
+        try:
+            if task.takes_context:
+                value = task.call(TaskContext(task_result=result), *result.args, **result.kwargs)
+            else:
+                value = task.call(*result.args, **result.kwargs)
+            value = normalize_json(value)
+            to_json(value, f"the return value of task {task.module_path}")
+        except Exception as exc:
+            path = f"{type(exc).__module__}.{type(exc).__qualname__}"
+            result.errors.append(TaskError(exception_class_path=path, traceback=_traceback(exc)))
+            object.__setattr__(result, "status", TaskResultStatus.FAILED)
+            object.__setattr__(result, "finished_at", timezone.now())
+            task_finished.send(type(self), task_result=result)
+            # The worker stores the exception's attributes with its name, message and traceback:
+            # this one carries the class path and the attempt history into the job's output.
+            exc.__dict__[META_KEY] = {**meta, "exception_class_path": path}
+            raise
+        object.__setattr__(result, "_return_value", value)
+        object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
+        object.__setattr__(result, "finished_at", timezone.now())
+        task_finished.send(type(self), task_result=result)
+        return {"return_value": value, META_KEY: meta}
+
+
+class TaskRunner:
+    """The handler pgboss_work calls for a backend's jobs (one per backend, shared by its queues)."""
+
+    def __init__(self, backend: PgBossBackend) -> None:
+        self.backend = backend
+        # Registration.label reads these, for the worker's log lines and registration conflicts.
+        self.__qualname__ = f"{type(backend).__name__}[{backend.alias!r}]"
+        self.__module__ = type(backend).__module__
+
+    def __call__(self, job: Job) -> dict[str, Any]:
+        return self.backend.run_job(job)
+
+
+def resolve_task(path: str) -> Task:
+    """The task object at a module path; TaskNotFound when it does not import or is no task."""
+    try:
+        task = import_string(path)
+    except ImportError as exc:
+        raise TaskNotFound(f"task {path!r} cannot be imported: {exc}") from exc
+    if not isinstance(task, Task):
+        raise TaskNotFound(
+            f"{path!r} is a {type(task).__name__}, not a task (a function decorated with @task): refusing to run it"
+        )
+    return task
+
+
+def _is_task_data(data: Any) -> bool:
+    return (
+        isinstance(data, Mapping)
+        and isinstance(data.get("task"), str)
+        and isinstance(data.get("args"), list)
+        and isinstance(data.get("kwargs"), Mapping)
+    )
+
+
+def _traceback(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc))
+
+
+def _return_value(output: Any) -> Any:
+    if isinstance(output, Mapping):
+        if META_KEY in output or "return_value" in output:
+            return output.get("return_value")
+        # Completed by other means (boss.complete(), pg-boss itself): its output is the value.
+        if set(output) == {"value"}:
+            return output["value"]
+    return output
+
+
+@dataclass(frozen=True)
+class _History:
+    """The errors and worker ids of a job's finished attempts, as its output records them.
+
+    The output is written by the last attempt that ended; it carries the history of the attempts
+    before it under META_KEY. An output without that key is an attempt ended by something else
+    (the monitor's expiry, a worker's shutdown): it counts as one error, TaskAttemptLost (or the
+    django_pgboss error it names), and any history before it is gone.
+    """
+
+    errors: list[dict[str, str]]
+    worker_ids: list[str]
+
+    @classmethod
+    def of(cls, job: Job) -> _History:
+        output = job.output if isinstance(job.output, Mapping) else None
+        meta = output.get(META_KEY) if output is not None else None
+        if isinstance(meta, Mapping):
+            errors = [e for e in meta.get("errors", []) if _is_error(e)]
+            if "exception_class_path" in meta:
+                errors.append(
+                    {
+                        "exception_class_path": str(meta["exception_class_path"]),
+                        "traceback": str(output.get("traceback", "")),
+                    }
+                )
+            return cls(errors, [str(w) for w in meta.get("worker_ids", [])])
+        if output is None or job.started_on is None or job.state == "completed":
+            return cls([], [])
+        return cls([_lost_error(output)], [])
+
+
+def _padded(worker_ids: list[str], attempts: int) -> list[str]:
+    """One worker id per attempt: the recorded ones, then UNKNOWN_WORKER for those not recorded."""
+    return (worker_ids + [UNKNOWN_WORKER] * attempts)[:attempts]
+
+
+def _is_error(value: Any) -> bool:
+    return isinstance(value, Mapping) and set(value) == {"exception_class_path", "traceback"}
+
+
+def _lost_error(output: Mapping[str, Any]) -> dict[str, str]:
+    """An attempt the task did not end itself, as an error: the class named, when we have it."""
+    name = output.get("name")
+    value = output.get("value")
+    message = output.get("message") or (value.get("message") if isinstance(value, Mapping) else None)
+    cls = getattr(exceptions, name, None) if isinstance(name, str) else None
+    path = (
+        f"{cls.__module__}.{cls.__qualname__}"
+        if isinstance(cls, type) and issubclass(cls, BaseException)
+        else f"{TaskAttemptLost.__module__}.{TaskAttemptLost.__qualname__}"
+    )
+    text = output.get("traceback") or f"{name or 'TaskAttemptLost'}: {message or 'the attempt was lost'}"
+    return {"exception_class_path": path, "traceback": str(text)}
+
+
+def task_backends_for(boss: Boss | None = None) -> list[PgBossBackend]:
+    """The PgBossBackends of settings.TASKS; with ``boss``, those on its database and schema."""
+    from django_pgboss.tasks.compat import task_backends
+
+    found = []
+    for alias, params in (getattr(settings, "TASKS", None) or {}).items():
+        try:
+            backend_class = import_string(params.get("BACKEND", ""))
+        except ImportError:
+            continue  # Django's own check reports a backend that does not import.
+        if not (isinstance(backend_class, type) and issubclass(backend_class, PgBossBackend)):
+            continue
+        backend = task_backends[alias]
+        if boss is None or (backend.boss.using, backend.boss.schema) == (boss.using, boss.schema):
+            found.append(backend)
+    return found
