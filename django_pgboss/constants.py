@@ -16,9 +16,6 @@ SCHEMA_VERSION = 43
 #: The schema used when settings.PGBOSS["SCHEMA"] is not set; pg-boss's own default.
 DEFAULT_SCHEMA = "pgboss"
 
-#: The partition that holds the jobs of every queue created without ``partition=True``.
-COMMON_JOB_TABLE = "job_common"
-
 
 class JobState(models.TextChoices):
     """The job_state enum, in its declared order.
@@ -46,15 +43,6 @@ class QueuePolicy(models.TextChoices):
     EXCLUSIVE = "exclusive"
     KEY_STRICT_FIFO = "key_strict_fifo"
 
-
-# Queue and job defaults, as pg-boss's create_queue() applies them when an option is absent.
-DEFAULT_RETRY_LIMIT = 2
-DEFAULT_RETRY_DELAY = 0
-DEFAULT_RETRY_BACKOFF = False
-DEFAULT_EXPIRE_IN_SECONDS = 15 * 60
-DEFAULT_RETENTION_SECONDS = 14 * 24 * 60 * 60
-DEFAULT_DELETE_AFTER_SECONDS = 7 * 24 * 60 * 60
-DEFAULT_WARNING_QUEUE_SIZE = 0
 
 #: pg-boss's rule for queue names: ASCII letters, digits and ``_ . - /``.
 QUEUE_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-/]+\Z")
