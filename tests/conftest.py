@@ -111,6 +111,23 @@ def run_pgboss():
 
 
 @pytest.fixture
+def queue(request) -> str:
+    """A queue created through the public API for the test; its name is returned.
+
+    The queue is named "q" with create_queue()'s defaults, unless the test or its module says
+    otherwise with ``@pytest.mark.queue(name, **create_queue_options)`` (a module sets it in
+    ``pytestmark``; the closest marker wins). The test's database marker decides whether it commits.
+    """
+    from django_pgboss import boss
+
+    marker = request.node.get_closest_marker("queue")
+    args, options = (marker.args, marker.kwargs) if marker else ((), {})
+    name = args[0] if args else "q"
+    boss.create_queue(name, **options)
+    return name
+
+
+@pytest.fixture
 def staff_client(client, django_user_model):
     """Log a staff user (not a superuser) in, holding exactly the named pgboss permissions."""
     from django.contrib.auth.models import Permission

@@ -12,12 +12,6 @@ from django_pgboss import boss
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def queue():
-    boss.create_queue("q")
-    return "q"
-
-
 def test_an_execute_wrapper_sees_every_statement(queue):
     seen = []
 

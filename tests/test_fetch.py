@@ -11,18 +11,12 @@ from django.db import connection, connections
 from django_pgboss import InvalidOption, QueueNotFound, boss
 from tests.helpers import job_row, rows
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.queue("work")]
 
 
 # Creation order only exists between transactions: job_now() is the transaction's clock, so jobs
 # sent in one transaction share their created_on. Tests of "oldest first" therefore commit.
 ordered = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def queue():
-    boss.create_queue("work")
-    return "work"
 
 
 def test_fetch_from_an_empty_queue_returns_nothing(queue):

@@ -16,7 +16,7 @@ from django_pgboss import boss
 from django_pgboss.monitor.supervisor import PassReport, _apply_backoff
 from tests.helpers import job_row, pgboss_settings_with, rows, stats_partitions
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.queue(retry_limit=0)]
 
 
 def now() -> dt.datetime:
@@ -34,12 +34,6 @@ def snapshots(name: str) -> list[tuple]:
         "FROM {s}.queue_stats WHERE name = %s ORDER BY delta_on, captured_on",
         [name],
     )
-
-
-@pytest.fixture
-def queue():
-    boss.create_queue("q", retry_limit=0)
-    return "q"
 
 
 def test_first_pass_writes_gauges_and_starts_the_window(queue):

@@ -12,13 +12,7 @@ from django_pgboss import Boss, InvalidOption, QueueNotFound, boss
 from django_pgboss.api.schedules import SEND_IT_QUEUE, run_timekeeper
 from tests.helpers import rows
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def queue():
-    boss.create_queue("reports")
-    return "reports"
+pytestmark = [pytest.mark.django_db, pytest.mark.queue("reports")]
 
 
 def db_now() -> dt.datetime:

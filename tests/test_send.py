@@ -26,13 +26,7 @@ from django_pgboss.db.identifiers import schema_key
 from tests.conftest import database_url
 from tests.helpers import count_jobs, job_row, rows
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def queue():
-    boss.create_queue("emails")
-    return "emails"
+pytestmark = [pytest.mark.django_db, pytest.mark.queue("emails")]
 
 
 def seconds_until(moment: dt.datetime) -> float:

@@ -9,13 +9,7 @@ import pytest
 from django_pgboss import InvalidJobReference, Job, QueueNotFound, boss
 from tests.helpers import job_row, rows
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def queue():
-    boss.create_queue("work")
-    return "work"
+pytestmark = [pytest.mark.django_db, pytest.mark.queue("work")]
 
 
 def claimed(queue: str, n: int = 1) -> list[Job]:
