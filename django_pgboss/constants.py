@@ -54,4 +54,4 @@ QUEUE_NAME_MAX_LENGTH = 255
 #: pg-boss keeps room for the names it derives from the schema.
 SCHEMA_NAME_MAX_BYTES = 50
 #: A schema name that needs no quotes: what PostgreSQL stores when it is written bare.
-BARE_IDENTIFIER_PATTERN = re.compile(r"^[a-z_][a-z0-9_]*$")
+BARE_IDENTIFIER_PATTERN = re.compile(r"^[a-z_][a-z0-9_]*\Z")

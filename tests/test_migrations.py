@@ -61,22 +61,6 @@ def test_models_and_migrations_agree():
     assert "No changes detected" in out.getvalue()
 
 
-@pytest.mark.parametrize(
-    ("name", "spelled"),
-    [
-        ("pgboss", "pgboss"),
-        ("jobs_2", "jobs_2"),
-        ("Jobs", '"Jobs"'),
-        ("job queue", '"job queue"'),
-        ("order", '"order"'),
-        ("user", '"user"'),
-        ("9lives", '"9lives"'),
-    ],
-)
-def test_schema_is_quoted_only_when_it_must_be(name, spelled):
-    assert quote_identifier(name) == spelled
-
-
 def test_sql_renders_only_the_schema_token():
     rendered = render_sql("0001_initial.sql", QUOTED_SCHEMA)
     assert "{{" not in rendered
