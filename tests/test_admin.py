@@ -13,7 +13,7 @@ from django.urls import reverse, reverse_lazy
 from django.utils import timezone
 
 from django_pgboss import boss
-from django_pgboss.admin.views import THROUGHPUT_BUCKET_SECONDS
+from django_pgboss.admin.views.throughput import THROUGHPUT_BUCKET_SECONDS
 from tests.helpers import rows
 
 pytestmark = pytest.mark.django_db

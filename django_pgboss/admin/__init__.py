@@ -1,5 +1,5 @@
-"""The admin: model admins (model_admins.py), the extra pages they link to (views.py) and the SVG
-throughput charts (charts.py). Django's admin autodiscovery imports this package, which registers
+"""The admin: model admins (model_admins.py), the extra pages they link to (views/, one module per
+page family) and the SVG throughput charts (charts.py). Django's admin autodiscovery imports this package, which registers
 the model admins."""
 
 from __future__ import annotations

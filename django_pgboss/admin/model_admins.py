@@ -3,7 +3,7 @@
 The models are read-only, so no admin form ever saves a row: every change (retry, cancel,
 resume, delete, redrive, schedule, unschedule) goes through ``Boss``, needs its own permission,
 is a POST (CSRF-checked by Django), and is recorded as an admin LogEntry. The pages themselves
-live in admin/views.py and the SVG charts in admin/charts.py.
+live in admin/views/ (one module per page family) and the SVG charts in admin/charts.py.
 
 Permissions: ``pgboss.view_*`` for the pages; ``pgboss.retry_job``, ``cancel_job``, ``resume_job``,
 ``redrive_job`` and ``delete_job`` for the job actions; ``pgboss.add_schedule`` and
@@ -27,7 +27,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from django_pgboss.admin import charts
-from django_pgboss.admin import views as admin_views
+from django_pgboss.admin.views import job_actions, lineage, redrive, schedules
+from django_pgboss.admin.views import throughput as throughput_views
+from django_pgboss.admin.views.common import pretty_json
 from django_pgboss.constants import JobState, QueuePolicy
 from django_pgboss.models import Job, Queue, QueueStats, Warning
 
@@ -48,7 +50,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 def _pretty(value: Any) -> str:
     if value is None:
         return "-"
-    return format_html('<pre class="pgboss-json">{}</pre>', admin_views.pretty_json(value))
+    return format_html('<pre class="pgboss-json">{}</pre>', pretty_json(value))
 
 
 @admin.register(Queue)
@@ -110,10 +112,10 @@ class QueueAdmin(ReadOnlyAdmin):
             '<a href="{}?{}">{}</a>', reverse("admin:pgboss_job_changelist"), query, obj.dead_lettered_count
         )
 
-    def _throughput(self, obj: Queue) -> admin_views.Throughput:
+    def _throughput(self, obj: Queue) -> throughput_views.Throughput:
         cached = getattr(obj, "_pgboss_throughput", None)
         if cached is None:
-            cached = admin_views.queue_throughput(obj.name)
+            cached = throughput_views.queue_throughput(obj.name)
             obj._pgboss_throughput = cached
         return cached
 
@@ -137,17 +139,17 @@ class QueueAdmin(ReadOnlyAdmin):
         return [
             path(
                 "schedules/",
-                wrap(lambda request: admin_views.schedule_list_view(self, request)),
+                wrap(lambda request: schedules.schedule_list_view(self, request)),
                 name=f"{info[0]}_{info[1]}_schedules",
             ),
             path(
                 "schedules/add/",
-                wrap(lambda request: admin_views.schedule_add_view(self, request)),
+                wrap(lambda request: schedules.schedule_add_view(self, request)),
                 name=f"{info[0]}_{info[1]}_schedule_add",
             ),
             path(
                 "schedules/delete/",
-                wrap(lambda request: admin_views.schedule_delete_view(self, request)),
+                wrap(lambda request: schedules.schedule_delete_view(self, request)),
                 name=f"{info[0]}_{info[1]}_schedule_delete",
             ),
             *super().get_urls(),
@@ -159,7 +161,7 @@ class QueueAdmin(ReadOnlyAdmin):
         extra = dict(extra_context or {})
         obj = self.get_object(request, object_id)
         if obj is not None and self.has_view_permission(request, obj):
-            extra.update(admin_views.queue_charts_context(request, obj.name))
+            extra.update(throughput_views.queue_charts_context(request, obj.name))
             extra["queue_jobs_url"] = reverse("admin:pgboss_job_changelist") + f"?name={quote(obj.name)}"
         return super().change_view(request, object_id, form_url, extra)
 
@@ -368,7 +370,7 @@ class JobAdmin(ReadOnlyAdmin):
             path(
                 "<path:object_id>/lineage/",
                 self.admin_site.admin_view(
-                    lambda request, object_id: admin_views.lineage_view(self, request, object_id)
+                    lambda request, object_id: lineage.lineage_view(self, request, object_id)
                 ),
                 name=f"{info[0]}_{info[1]}_lineage",
             ),
@@ -402,23 +404,23 @@ class JobAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Retry selected failed jobs", permissions=["retry"])
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
-        admin_views.run_job_verb(self, request, queryset, "retry")
+        job_actions.run_job_verb(self, request, queryset, "retry")
 
     @admin.action(description="Cancel selected jobs", permissions=["cancel"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
-        admin_views.run_job_verb(self, request, queryset, "cancel")
+        job_actions.run_job_verb(self, request, queryset, "cancel")
 
     @admin.action(description="Resume selected cancelled jobs", permissions=["resume"])
     def resume_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
-        admin_views.run_job_verb(self, request, queryset, "resume")
+        job_actions.run_job_verb(self, request, queryset, "resume")
 
     @admin.action(description="Delete selected jobs", permissions=["remove"])
     def delete_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
-        admin_views.run_job_verb(self, request, queryset, "delete")
+        job_actions.run_job_verb(self, request, queryset, "delete")
 
     @admin.action(description="Redrive selected dead-letter jobs…", permissions=["redrive"])
     def redrive_jobs(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
-        return admin_views.redrive_view(self, request, queryset)
+        return redrive.redrive_view(self, request, queryset)
 
 
 @admin.register(QueueStats)
