@@ -228,7 +228,7 @@ def idle_worker(stop: Any) -> None:
 def measure_latency(admin: psycopg.Connection, sends: int) -> list[float]:
     """Send `sends` jobs 20 ms apart to an idle, listening worker; returns start - send in ms."""
     boss = Boss()
-    channel = boss.notify_channel()
+    channel = boss.context.notify_channel()
     ctx = multiprocessing.get_context("spawn")
     stop = ctx.Event()
     child = ctx.Process(target=idle_worker, args=(stop,))

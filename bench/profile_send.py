@@ -51,6 +51,7 @@ from psycopg.types.json import Jsonb
 from bench.enqueue import QUEUE, SINGLE_SQL, TABLE, count_jobs, raw_connection, reset, source_revision
 from django_pgboss.api.boss import Boss
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.cursors import statement_cursor
 from django_pgboss.plans import jobs as job_plans
 
@@ -60,7 +61,9 @@ RETURNING_SQL = f"{SINGLE_SQL} RETURNING id"
 def boss_statement() -> str:
     """The statement Boss.send() runs for QUEUE: one job, a standard queue in job_common, no NOTIFY,
     in autocommit, so without ON CONFLICT."""
-    return job_plans.insert_job(Boss()._q, "job_common", on_conflict=False, options=False)
+    return job_plans.insert_job(
+        DatabaseContext().quoted_schema, "job_common", on_conflict=False, options=False
+    )
 
 
 def params(i: int) -> dict[str, Any]:
@@ -84,11 +87,11 @@ class _StubCursor:
         return [("00000000-0000-0000-0000-000000000000",)]
 
 
-class _OfflineBoss(Boss):
-    def _cursor(self) -> Any:
-        # The queue lookup still reads the database (once: Boss caches the route); every statement
-        # after it goes to the stub.
-        return _StubCursor() if QUEUE in self._routes else super()._cursor()
+class _OfflineContext(DatabaseContext):
+    def cursor(self) -> Any:
+        # The queue lookup still reads the database (once: the context caches the route); every
+        # statement after it goes to the stub.
+        return _StubCursor() if QUEUE in self._routes else super().cursor()
 
 
 def main() -> None:
@@ -186,7 +189,7 @@ def main() -> None:
         print(f"  repeat {repeat + 1}/{args.repeat} done", file=sys.stderr)
     reset(admin)
 
-    offline = _OfflineBoss()
+    offline = Boss(context=_OfflineContext())
     offline.send(QUEUE, {"i": 0})  # the real queue lookup; only the insert meets the stub
     started = time.perf_counter()
     for i in range(args.jobs * 10):

@@ -1,11 +1,12 @@
-"""The values the job API hands back: Job and QueueInfo, frozen dataclasses."""
+"""The values the job API hands back: Job, QueueInfo and StatsPoint (frozen dataclasses), and the
+PassReport of a monitor pass."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -145,3 +146,18 @@ class StatsPoint:
     delta_seconds: int | None
     delta_on: dt.datetime | None
     captured_on: dt.datetime
+
+
+@dataclass
+class PassReport:
+    """What one supervise() pass did (filled in by django_pgboss.monitor.supervisor as it runs)."""
+
+    counted: list[str] = field(default_factory=list)
+    trued_up: int = 0
+    expired: int = 0
+    stalled: int = 0
+    maintained: list[str] = field(default_factory=list)
+    deleted: int = 0
+    warnings: list[str] = field(default_factory=list)
+    backoff_seconds: float | None = None
+    stats_seconds: float = 0.0

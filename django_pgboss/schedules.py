@@ -1,23 +1,31 @@
-"""A documented import path kept working: schedules and the cron timekeeper. The code lives in django_pgboss.api.schedules."""
+"""A documented import path kept working: schedules and the cron timekeeper.
+
+The schedule API lives in django_pgboss.api.schedules, the timekeeper in
+django_pgboss.monitor.timekeeper.
+"""
 
 from __future__ import annotations
 
-from django_pgboss.api.schedules import (
+from django_pgboss.api.schedules import Schedule, get_schedules, parse_cron, schedule, send_options
+from django_pgboss.monitor.timekeeper import (
     CRON_INTERVAL_SECONDS,
+    SEND_IT_QUEUE,
     CronReport,
-    Schedule,
-    get_schedules,
-    parse_cron,
+    Timekeeper,
     run_timekeeper,
-    schedule,
+    send_filed_jobs,
 )
 
 __all__ = [
     "CRON_INTERVAL_SECONDS",
+    "SEND_IT_QUEUE",
     "CronReport",
     "Schedule",
+    "Timekeeper",
     "get_schedules",
     "parse_cron",
     "run_timekeeper",
     "schedule",
+    "send_filed_jobs",
+    "send_options",
 ]

@@ -33,14 +33,14 @@ def test_logged_queries_include_ours(queue):
 
 
 def test_errors_are_djangos(queue):
-    with boss.cursor() as cursor, pytest.raises(DataError):
+    with boss.context.cursor() as cursor, pytest.raises(DataError):
         cursor.execute("SELECT 1 / %s", [0])
 
 
 def test_a_transaction_broken_by_an_error_refuses_further_statements(queue):
     with transaction.atomic():
         # An error leaving an atomic block without a savepoint marks the transaction as broken.
-        with pytest.raises(DataError), transaction.atomic(savepoint=False), boss.cursor() as cursor:
+        with pytest.raises(DataError), transaction.atomic(savepoint=False), boss.context.cursor() as cursor:
             cursor.execute("SELECT 1 / %s", [0])
         with pytest.raises(TransactionManagementError):
             boss.send(queue, {"n": 1})

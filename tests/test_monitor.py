@@ -191,15 +191,15 @@ def test_a_stopped_heartbeat_fails_the_job_before_its_expiry(clock):
 
 def test_a_long_aggregate_engages_the_vacuum_backoff_which_only_moves_later():
     report = PassReport(stats_seconds=7.5)
-    _apply_backoff(boss, report)
+    _apply_backoff(boss.context, report)
     # autovacuum_naptime is 60 s: 7.5 s of pinning is over the 6 s budget, so 2 naptimes.
     assert report.backoff_seconds == pytest.approx(120)
     assert report.warnings == ["monitor_backoff"]
     (until,) = rows("SELECT monitor_backoff_on FROM {s}.version")[0]
-    _apply_backoff(boss, PassReport(stats_seconds=6.5))
+    _apply_backoff(boss.context, PassReport(stats_seconds=6.5))
     assert rows("SELECT monitor_backoff_on FROM {s}.version")[0][0] == until
     quiet = PassReport(stats_seconds=5)
-    _apply_backoff(boss, quiet)
+    _apply_backoff(boss.context, quiet)
     assert quiet.backoff_seconds is None
 
 

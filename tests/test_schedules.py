@@ -9,7 +9,7 @@ import pytest
 from django.db import connections
 
 from django_pgboss import Boss, InvalidOption, QueueNotFound, boss
-from django_pgboss.api.schedules import SEND_IT_QUEUE, run_timekeeper
+from django_pgboss.monitor.timekeeper import SEND_IT_QUEUE, run_timekeeper
 from tests.helpers import rows
 
 pytestmark = [pytest.mark.django_db, pytest.mark.queue("reports")]

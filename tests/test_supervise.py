@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from django_pgboss import boss
+from django_pgboss.api.jobs import JobStore
 from tests.helpers import job_row, rows
 
 pytestmark = pytest.mark.django_db
@@ -98,9 +99,9 @@ def test_complete_each_settles_a_batch_with_outputs_and_fences_each_job():
     first, second, third = boss.fetch("q", batch_size=3)
     rows("UPDATE {s}.job SET state = 'retry' WHERE id = %s", [third.id])
     (third_again,) = boss.fetch("q")
-    done = boss.complete_each("q", [(first, {"n": 1}), (second, [2]), (third, "stale")])
+    done = JobStore(boss.context).complete_each("q", [(first, {"n": 1}), (second, [2]), (third, "stale")])
     assert sorted(done) == sorted([first.id, second.id])
     assert job_row(first.id, "output") == ({"n": 1},)
     assert job_row(second.id, "output") == ({"value": [2]},)
     assert job_row(third.id, "state", "output") == ("active", None)
-    assert boss.complete_each("q", [(third_again, None)]) == [third.id]
+    assert JobStore(boss.context).complete_each("q", [(third_again, None)]) == [third.id]

@@ -46,8 +46,8 @@ from django_pgboss.tasks.compat import (
     task_finished,
     task_started,
 )
+from django_pgboss.tasks.registrations import task_registrations
 from django_pgboss.worker import runner as worker_module
-from django_pgboss.worker.registry import task_registrations
 from django_pgboss.worker.runner import Worker
 from tests.helpers import count_jobs, job_row, rows
 from tests.taskapp import tasks

@@ -21,7 +21,9 @@ def job_now() -> dt.datetime:
 
 
 def clock_function_definition() -> str:
-    return rows("SELECT pg_get_functiondef(%s::regprocedure)", [f"{boss.quoted_schema}.job_now()"])[0][0]
+    return rows("SELECT pg_get_functiondef(%s::regprocedure)", [f"{boss.context.quoted_schema}.job_now()"])[
+        0
+    ][0]
 
 
 @pytest.mark.django_db
@@ -46,13 +48,13 @@ def test_connections_that_did_not_opt_in_keep_the_real_clock_and_detach_restores
         assert job_now() == MOMENT
         # Another client on the same schema (a pg-boss instance, another test run): real time.
         with psycopg.connect(database_url(), autocommit=True) as other:
-            (other_now,) = other.execute(f"SELECT {boss.quoted_schema}.job_now()").fetchone()
+            (other_now,) = other.execute(f"SELECT {boss.context.quoted_schema}.job_now()").fetchone()
         assert abs(other_now - dt.datetime.now(dt.UTC)) < dt.timedelta(minutes=5)
         # A connection opened while the clock is attached (a worker thread's) opts in on opening.
         connections["default"].close()
         assert job_now() == MOMENT
     assert clock_function_definition() == before
-    assert rows("SELECT to_regclass(%s)", [f"{boss.quoted_schema}.__pgboss_test_clock"]) == [(None,)]
+    assert rows("SELECT to_regclass(%s)", [f"{boss.context.quoted_schema}.__pgboss_test_clock"]) == [(None,)]
     assert abs(job_now() - dt.datetime.now(dt.UTC)) < dt.timedelta(minutes=5)
 
 

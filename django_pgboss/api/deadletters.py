@@ -1,7 +1,8 @@
 """Dead letters: redrive jobs back out of a dead-letter queue, preview a redrive, follow a lineage.
 
-Boss takes these methods from :class:`DeadLetterAPI`; they validate their arguments, read the
-queues involved, and run the statements of :mod:`django_pgboss.plans.redrive`. See
+:class:`DeadLetters` holds them over a database context, and Boss delegates its redrive(),
+preview_redrive() and get_lineage() to one; they validate their arguments, read the queues
+involved, and run the statements of :mod:`django_pgboss.plans.redrive`. See
 docs/dead-letters.md for the semantics (pg-boss 12.35's redrive, with conflicts failed in place).
 """
 
@@ -11,8 +12,9 @@ import datetime as dt
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_job_table
 from django_pgboss.exceptions import (
     InvalidJobReference,
@@ -26,9 +28,6 @@ from django_pgboss.payloads import attempt_references, int_option
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import redrive as redrive_plans
 from django_pgboss.records import Job, job_from_row
-
-if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,13 +80,12 @@ class RedrivePreview:
         }
 
 
-class DeadLetterAPI:
-    """Boss's dead-letter methods: redrive(), preview_redrive() and get_lineage()."""
+class DeadLetters:
+    """The dead-letter operations over one database context: redrive(), preview_redrive() and
+    get_lineage(). Boss delegates to one; their docstrings are the reference."""
 
-    if TYPE_CHECKING:
-        _q: str
-
-        def _cursor(self) -> AbstractContextManager[Any]: ...
+    def __init__(self, context: DatabaseContext) -> None:
+        self.context = context
 
     def redrive(
         self,
@@ -114,8 +112,8 @@ class DeadLetterAPI:
             dlq_name, destination, source_name, data, created_before, ids, limit=limit
         )
         table = self._dead_letter_table(dlq_name, destination)
-        with self._cursor() as cursor:
-            cursor.execute(redrive_plans.redrive(self._q, table), params)
+        with self.context.cursor() as cursor:
+            cursor.execute(redrive_plans.redrive(self.context.quoted_schema, table), params)
             taken = cursor.fetchall()
         moved = tuple((str(old), str(new)) for old, new, _ in taken if new is not None)
         conflicted = tuple(str(old) for old, new, refused in taken if new is None and refused)
@@ -140,8 +138,8 @@ class DeadLetterAPI:
         """
         params = self._redrive_params(dlq_name, destination, source_name, data, created_before, ids)
         table = self._dead_letter_table(dlq_name, destination)
-        with self._cursor() as cursor:
-            cursor.execute(redrive_plans.preview_redrive(self._q, table), params)
+        with self.context.cursor() as cursor:
+            cursor.execute(redrive_plans.preview_redrive(self.context.quoted_schema, table), params)
             rows = cursor.fetchall()
         destinations = [RedriveDestination(name, count) for name, routable, count in rows if routable]
         destinations.sort(key=lambda d: (-d.count, d.name))
@@ -160,8 +158,8 @@ class DeadLetterAPI:
         if isinstance(job_id, list | tuple | set):
             raise InvalidJobReference(f"get_lineage() takes one job id, not {job_id!r}")
         (canonical,), _ = attempt_references(job_id, "get_lineage")
-        with self._cursor() as cursor:
-            cursor.execute(redrive_plans.lineage(self._q), {"id": canonical})
+        with self.context.cursor() as cursor:
+            cursor.execute(redrive_plans.lineage(self.context.quoted_schema), {"id": canonical})
             return [job_from_row(row) for row in cursor.fetchall()]
 
     # -- helpers -------------------------------------------------------------------------------
@@ -215,20 +213,22 @@ class DeadLetterAPI:
         Read fresh rather than from Boss's route cache: a redrive is rare, and reading the table of
         a queue since re-created with a partition of its own would find nothing to move.
         """
-        with self._cursor() as cursor:
-            cursor.execute(queue_plans.get_queue_routing(self._q), [dlq_name])
+        with self.context.cursor() as cursor:
+            cursor.execute(queue_plans.get_queue_routing(self.context.quoted_schema), [dlq_name])
             row = cursor.fetchone()
             if row is None:
                 raise QueueNotFound(f"dead-letter queue {dlq_name!r} does not exist")
             table = quote_job_table(row[0])
-            cursor.execute(redrive_plans.is_dead_letter_queue(self._q, table), {"name": dlq_name})
+            cursor.execute(
+                redrive_plans.is_dead_letter_queue(self.context.quoted_schema, table), {"name": dlq_name}
+            )
             if not cursor.fetchone()[0]:
                 raise NotADeadLetterQueue(
                     f"queue {dlq_name!r} is not a dead-letter queue: no queue has it as its "
                     "dead_letter and it holds no dead-letter copies"
                 )
             if destination is not None:
-                cursor.execute(queue_plans.get_queue_routing(self._q), [destination])
+                cursor.execute(queue_plans.get_queue_routing(self.context.quoted_schema), [destination])
                 if cursor.fetchone() is None:
                     raise QueueNotFound(f"destination queue {destination!r} does not exist")
         return table

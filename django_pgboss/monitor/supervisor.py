@@ -22,20 +22,16 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-from django.db import transaction
+from typing import Any
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier, quote_job_table
 from django_pgboss.options import to_json, validate_queue_name
 from django_pgboss.plans import maintenance as maintenance_plans
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import stats as stats_plans
-
-if TYPE_CHECKING:
-    from django_pgboss.api.boss import Boss
+from django_pgboss.records import PassReport
 
 logger = logging.getLogger("django_pgboss.monitor")
 
@@ -45,64 +41,53 @@ STALLED_OUTPUT = {"value": {"message": "job heartbeat timeout"}}
 #: Queues claimed and counted per statement.
 CHUNK_SIZE = 100
 
-
-@dataclass
-class PassReport:
-    """What one supervise() pass did."""
-
-    counted: list[str] = field(default_factory=list)
-    trued_up: int = 0
-    expired: int = 0
-    stalled: int = 0
-    maintained: list[str] = field(default_factory=list)
-    deleted: int = 0
-    warnings: list[str] = field(default_factory=list)
-    backoff_seconds: float | None = None
-    stats_seconds: float = 0.0
+__all__ = ["CHUNK_SIZE", "EXPIRED_OUTPUT", "STALLED_OUTPUT", "PassReport", "supervise", "warn"]
 
 
 def supervise(
-    boss: Boss, queues: Iterable[str] | None = None, *, interval_seconds: float | None = None
+    boss: Any = None, queues: Iterable[str] | None = None, *, interval_seconds: float | None = None
 ) -> PassReport:
     """Run one monitor pass over ``queues`` (default: every queue); see the module docstring.
 
-    A queue is counted and swept at most once per ``interval_seconds`` (default
+    ``boss`` is a Boss or a DatabaseContext (default: settings.PGBOSS's database and schema). A
+    queue is counted and swept at most once per ``interval_seconds`` (default
     PGBOSS["MONITOR_INTERVAL_SECONDS"]), whoever runs the passes.
     """
+    context = DatabaseContext() if boss is None else DatabaseContext.of(boss)
     report = PassReport()
     interval = interval_seconds if interval_seconds is not None else pgboss_settings.MONITOR_INTERVAL_SECONDS
     names = None if queues is None else [validate_queue_name(q) for q in queues]
     persist = pgboss_settings.PERSIST_QUEUE_STATS
     if persist:
-        with boss.cursor() as cursor:
-            cursor.execute(maintenance_plans.ensure_queue_stats_partitions(boss.quoted_schema))
-    for table, table_queues in _queue_tables(boss, names):
+        with context.cursor() as cursor:
+            cursor.execute(maintenance_plans.ensure_queue_stats_partitions(context.quoted_schema))
+    for table, table_queues in _queue_tables(context, names):
         for start in range(0, len(table_queues), CHUNK_SIZE):
             chunk = table_queues[start : start + CHUNK_SIZE]
-            claimed = _count(boss, table, chunk, persist, interval, report)
+            claimed = _count(context, table, chunk, persist, interval, report)
             if claimed:
-                _fail_silent(boss, table, claimed, report)
-            _maintain(boss, table, chunk, report)
-    _apply_backoff(boss, report)
-    _retention(boss, persist)
+                _fail_silent(context, table, claimed, report)
+            _maintain(context, table, chunk, report)
+    _apply_backoff(context, report)
+    _retention(context, persist)
     return report
 
 
-def _queue_tables(boss: Boss, names: list[str] | None) -> list[tuple[str, list[str]]]:
-    with boss.cursor() as cursor:
+def _queue_tables(context: DatabaseContext, names: list[str] | None) -> list[tuple[str, list[str]]]:
+    with context.cursor() as cursor:
         if names is None:
-            cursor.execute(maintenance_plans.queue_tables(boss.quoted_schema, by_name=False))
+            cursor.execute(maintenance_plans.queue_tables(context.quoted_schema, by_name=False))
         else:
-            cursor.execute(maintenance_plans.queue_tables(boss.quoted_schema, by_name=True), [names])
+            cursor.execute(maintenance_plans.queue_tables(context.quoted_schema, by_name=True), [names])
         return [(quote_job_table(table), list(queues)) for table, queues in cursor.fetchall()]
 
 
 def _count(
-    boss: Boss, table: str, chunk: list[str], persist: bool, interval: float, report: PassReport
+    context: DatabaseContext, table: str, chunk: list[str], persist: bool, interval: float, report: PassReport
 ) -> list[str]:
     """Claim the due queues of a chunk and count them; returns the claimed names."""
-    schema = boss.quoted_schema
-    with boss.cursor() as cursor:
+    schema = context.quoted_schema
+    with context.cursor() as cursor:
         cursor.execute(
             stats_plans.claim_due_queues(schema, "monitor_claim_on", fallback="monitor_on"), [chunk, interval]
         )
@@ -113,10 +98,10 @@ def _count(
         return queues
     params = {
         "names": queues,
-        "lock_key": boss.lock_key("queue-stats"),
+        "lock_key": context.lock_key("queue-stats"),
         "reset_max": stats_plans.reset_max_seconds(interval),
     }
-    with transaction.atomic(using=boss.using), boss.cursor() as cursor:
+    with context.atomic(), context.cursor() as cursor:
         cursor.execute(stats_plans.cache_queue_stats(schema, table, throughput=persist), params)
         rows = cursor.fetchall()
     if not rows:
@@ -124,15 +109,15 @@ def _count(
     report.counted += [row[0] for row in rows]
     report.stats_seconds += max(row[4] for row in rows)
     if persist:
-        with transaction.atomic(using=boss.using), boss.cursor() as cursor:
-            cursor.execute(queue_plans.advisory_lock(), [boss.lock_key("queue-stats-insert")])
+        with context.atomic(), context.cursor() as cursor:
+            cursor.execute(queue_plans.advisory_lock(), [context.lock_key("queue-stats-insert")])
             cursor.execute(stats_plans.insert_queue_stats(schema), [[row[0] for row in rows]])
         late = [row[0] for row in rows if row[3]]
         if late:
-            with transaction.atomic(using=boss.using), boss.cursor() as cursor:
+            with context.atomic(), context.cursor() as cursor:
                 cursor.execute(
                     stats_plans.true_up_queue_stats(schema, table),
-                    {"names": late, "lock_key": boss.lock_key("queue-stats")},
+                    {"names": late, "lock_key": context.lock_key("queue-stats")},
                 )
                 trued = cursor.fetchone()
             if trued is not None:
@@ -142,7 +127,7 @@ def _count(
         limit = threshold or pgboss_settings.WARNING_QUEUE_SIZE
         if queued > limit:
             warn(
-                boss,
+                context,
                 report,
                 "queue_backlog",
                 f'Warning: large queue backlog: queue "{name}" has {queued} jobs in the created or retry '
@@ -152,22 +137,22 @@ def _count(
     return queues
 
 
-def _fail_silent(boss: Boss, table: str, queues: list[str], report: PassReport) -> None:
-    schema = boss.quoted_schema
+def _fail_silent(context: DatabaseContext, table: str, queues: list[str], report: PassReport) -> None:
+    schema = context.quoted_schema
     sweeps = (
         ("expired", "failJobsByTimeout", maintenance_plans.fail_expired_jobs, EXPIRED_OUTPUT),
         ("stalled", "failJobsByHeartbeat", maintenance_plans.fail_stalled_jobs, STALLED_OUTPUT),
     )
     for kind, lock_name, plan, output in sweeps:
-        with transaction.atomic(using=boss.using), boss.cursor() as cursor:
-            cursor.execute(queue_plans.advisory_lock(), [boss.lock_key(f"{table}{lock_name}")])
+        with context.atomic(), context.cursor() as cursor:
+            cursor.execute(queue_plans.advisory_lock(), [context.lock_key(f"{table}{lock_name}")])
             cursor.execute(plan(schema, table), [to_json(output, "output"), queues])
             setattr(report, kind, getattr(report, kind) + cursor.fetchone()[0])
 
 
-def _maintain(boss: Boss, table: str, chunk: list[str], report: PassReport) -> None:
-    schema = boss.quoted_schema
-    with boss.cursor() as cursor:
+def _maintain(context: DatabaseContext, table: str, chunk: list[str], report: PassReport) -> None:
+    schema = context.quoted_schema
+    with context.cursor() as cursor:
         cursor.execute(
             stats_plans.claim_due_queues(schema, "maintain_on"),
             [chunk, pgboss_settings.MAINTENANCE_INTERVAL_SECONDS],
@@ -175,19 +160,19 @@ def _maintain(boss: Boss, table: str, chunk: list[str], report: PassReport) -> N
         due = [row[0] for row in cursor.fetchall()]
     if not due:
         return
-    with transaction.atomic(using=boss.using), boss.cursor() as cursor:
-        cursor.execute(queue_plans.advisory_lock(), [boss.lock_key(f"{table}deletion")])
+    with context.atomic(), context.cursor() as cursor:
+        cursor.execute(queue_plans.advisory_lock(), [context.lock_key(f"{table}deletion")])
         cursor.execute(maintenance_plans.delete_old_jobs(schema, table), [due])
         report.deleted += cursor.rowcount
     report.maintained += due
 
 
-def _apply_backoff(boss: Boss, report: PassReport) -> None:
+def _apply_backoff(context: DatabaseContext, report: PassReport) -> None:
     if not report.stats_seconds or not pgboss_settings.MONITOR_VACUUM:
         return
-    with boss.cursor() as cursor:
+    with context.cursor() as cursor:
         cursor.execute(
-            maintenance_plans.set_monitor_backoff(boss.quoted_schema), {"elapsed": report.stats_seconds}
+            maintenance_plans.set_monitor_backoff(context.quoted_schema), {"elapsed": report.stats_seconds}
         )
         row = cursor.fetchone()
     if row is None:
@@ -195,7 +180,7 @@ def _apply_backoff(boss: Boss, report: PassReport) -> None:
     naptime, remaining, until = row
     report.backoff_seconds = remaining
     warn(
-        boss,
+        context,
         report,
         "monitor_backoff",
         "Warning: queue monitoring spent long enough scanning the job table to risk holding back autovacuum, "
@@ -211,9 +196,9 @@ def _apply_backoff(boss: Boss, report: PassReport) -> None:
     )
 
 
-def _retention(boss: Boss, persist: bool) -> None:
-    schema = boss.quoted_schema
-    with boss.cursor() as cursor:
+def _retention(context: DatabaseContext, persist: bool) -> None:
+    schema = context.quoted_schema
+    with context.cursor() as cursor:
         if persist:
             cursor.execute(
                 maintenance_plans.drop_old_queue_stats_partitions(schema),
@@ -227,12 +212,14 @@ def _retention(boss: Boss, persist: bool) -> None:
             )
 
 
-def warn(boss: Boss, report: PassReport, kind: str, message: str, data: dict[str, Any]) -> None:
-    """Log a warning and, with PERSIST_WARNINGS, keep it in the warning table."""
+def warn(source: Any, report: Any, kind: str, message: str, data: dict[str, Any]) -> None:
+    """Log a warning and, with PERSIST_WARNINGS, keep it in the warning table of ``source`` (a
+    DatabaseContext or a Boss); ``report`` (a PassReport or CronReport) lists its kind."""
+    context = DatabaseContext.of(source)
     logger.warning(message)
     report.warnings.append(kind)
     if pgboss_settings.PERSIST_WARNINGS:
-        with boss.cursor() as cursor:
+        with context.cursor() as cursor:
             cursor.execute(
-                maintenance_plans.insert_warning(boss.quoted_schema), [kind, message, json.dumps(data)]
+                maintenance_plans.insert_warning(context.quoted_schema), [kind, message, json.dumps(data)]
             )

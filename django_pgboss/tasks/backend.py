@@ -43,6 +43,7 @@ from django.utils.module_loading import import_string
 
 from django_pgboss import exceptions
 from django_pgboss.api.boss import Boss
+from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import (
     DeadLetterQueueNotFound,
     JobDataNotSerializable,
@@ -232,7 +233,9 @@ class PgBossBackend(BaseTaskBackend):
             raise InvalidTaskBackend(
                 f"TASKS[{alias!r}]['OPTIONS']['DATABASE'] is {database!r}, which is not in DATABASES"
             )
-        self.boss = Boss(using=database, schema=options.get("SCHEMA"))
+        #: The database context of this backend's queues, and the Boss that sends to them.
+        self.context = DatabaseContext(using=database, schema=options.get("SCHEMA"))
+        self.boss = Boss(context=self.context)
         self.registrations()  # checks the WORKER options now rather than when a worker starts
 
     # -- enqueueing ----------------------------------------------------------------------------
@@ -330,8 +333,8 @@ class PgBossBackend(BaseTaskBackend):
             job_id = str(uuid.UUID(str(result_id)))
         except ValueError:
             raise TaskResultDoesNotExist(result_id) from None
-        with self.boss.cursor() as cursor:
-            cursor.execute(task_plans.get_task_job(self.boss.quoted_schema), [sorted(self.queues), job_id])
+        with self.context.cursor() as cursor:
+            cursor.execute(task_plans.get_task_job(self.context.quoted_schema), [sorted(self.queues), job_id])
             row = cursor.fetchone()
         job = job_from_row(row) if row is not None else None
         if job is None or not _is_task_data(job.data):
@@ -569,10 +572,12 @@ def _lost_error(output: Mapping[str, Any]) -> dict[str, str]:
     return {"exception_class_path": path, "traceback": str(text)}
 
 
-def task_backends_for(boss: Boss | None = None) -> list[PgBossBackend]:
-    """The PgBossBackends of settings.TASKS; with ``boss``, those on its database and schema."""
+def task_backends_for(boss: Boss | DatabaseContext | None = None) -> list[PgBossBackend]:
+    """The PgBossBackends of settings.TASKS; with ``boss`` (a Boss or a DatabaseContext), those on
+    its database and schema."""
     from django_pgboss.tasks.compat import task_backends
 
+    context = None if boss is None else DatabaseContext.of(boss)
     found = []
     for alias, params in (getattr(settings, "TASKS", None) or {}).items():
         try:
@@ -582,6 +587,6 @@ def task_backends_for(boss: Boss | None = None) -> list[PgBossBackend]:
         if not (isinstance(backend_class, type) and issubclass(backend_class, PgBossBackend)):
             continue
         backend = task_backends[alias]
-        if boss is None or (backend.boss.using, backend.boss.schema) == (boss.using, boss.schema):
+        if context is None or backend.context.same_database(context):
             found.append(backend)
     return found

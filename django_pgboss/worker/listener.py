@@ -13,9 +13,8 @@ import threading
 from collections.abc import Callable, Iterable
 
 import psycopg
-from django.db import connections
 
-from django_pgboss.api.boss import Boss
+from django_pgboss.db.context import DatabaseContext
 from django_pgboss.plans import jobs as job_plans
 
 logger = logging.getLogger("django_pgboss.worker")
@@ -25,13 +24,16 @@ MAX_BACKOFF_SECONDS = 10.0
 
 
 class NotifyListener:
-    """Listens on the schema's channel and calls ``wake(queue)`` for each notification."""
+    """Listens on the schema's channel and calls ``wake(queue)`` for each notification.
 
-    def __init__(self, boss: Boss, queues: Iterable[str], wake: Callable[[str], None]) -> None:
-        self.boss = boss
+    ``context`` is the DatabaseContext (or a Boss) whose database and schema it listens on.
+    """
+
+    def __init__(self, context: DatabaseContext, queues: Iterable[str], wake: Callable[[str], None]) -> None:
+        self.context = DatabaseContext.of(context)
         self.queues = set(queues)
         self.wake = wake
-        self.channel = boss.notify_channel()
+        self.channel = self.context.notify_channel()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pgboss-listener", daemon=True)
         self.connected = threading.Event()
@@ -44,7 +46,7 @@ class NotifyListener:
         self._thread.join(timeout=5)
 
     def _connect(self) -> psycopg.Connection:
-        params = connections[self.boss.using].get_connection_params()
+        params = self.context.connection_params()
         # Django's own adaptation context and cursor class are for its wrapper, not a raw listener.
         for key in ("cursor_factory", "context", "prepare_threshold"):
             params.pop(key, None)

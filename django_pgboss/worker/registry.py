@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.utils.module_loading import autodiscover_modules
 
 from django_pgboss.exceptions import InvalidOption
@@ -124,29 +123,3 @@ def registrations() -> dict[str, Registration]:
 def autodiscover() -> None:
     """Import each installed app's ``jobs`` module, where @work handlers live."""
     autodiscover_modules("jobs")
-
-
-def task_registrations(boss: Any = None, alias: str | None = None) -> dict[str, Registration]:
-    """The queues of the django.tasks backends that are PgBossBackends, by queue.
-
-    Each is run by its backend's TaskRunner. With ``boss``, only backends on its database and
-    schema (a worker serves one); with ``alias``, only that backend. Empty when settings.TASKS
-    names no PgBossBackend; raises InvalidOption when two backends claim one queue.
-    """
-    if not getattr(settings, "TASKS", None):
-        return {}
-    # Imported here: the tasks backend needs Django's task framework, which @work alone does not.
-    from django_pgboss.tasks.backend import task_backends_for
-
-    found: dict[str, Registration] = {}
-    for backend in task_backends_for(boss):
-        if alias is not None and backend.alias != alias:
-            continue
-        for registration in backend.registrations():
-            other = found.get(registration.queue)
-            if other is not None:
-                raise InvalidOption(
-                    f"queue {registration.queue!r} is a queue of two tasks backends, {other.label} and {registration.label}"
-                )
-            found[registration.queue] = registration
-    return found

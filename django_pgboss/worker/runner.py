@@ -9,7 +9,8 @@ one settler thread in batches (one statement per queue per flush, each job fence
 it was fetched as). Queues with notify wake their loop through a LISTEN connection; every loop
 also polls, which covers queues without notify and any notification lost in a reconnect.
 
-The worker knows no SQL: everything goes through Boss. Database errors are survived, not fatal:
+The worker knows no SQL: its hot path (fetch, complete_each, fail, touch) goes through the job
+store of the API (api/jobs.py), over the database context of the Boss it is given. Database errors are survived, not fatal:
 a loop that loses its connection closes it, waits, and reconnects the Django way.
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 from django.db import DatabaseError, close_old_connections, connections
 
 from django_pgboss.api.boss import Boss
+from django_pgboss.api.jobs import JobStore
 from django_pgboss.exceptions import JobDataNotSerializable, QueueNotFound
 from django_pgboss.options import to_json
 from django_pgboss.payloads import EncodedOutput, output_value
@@ -119,6 +121,9 @@ class Worker:
         listen: bool = True,
     ) -> None:
         self.boss = boss or Boss()
+        # The worker's own statements go through the job store, over the Boss's context (so the
+        # two share its queue-route cache).
+        self.jobs = JobStore(self.boss.context)
         self.registrations = list(registrations)
         self.burst = burst
         self.max_jobs = max_jobs
@@ -154,7 +159,7 @@ class Worker:
                 self._spawn(f"pgboss-handler-{name}-{index}", self._handler_loop, state)
         notify_queues = [name for name, info in infos.items() if info.notify]
         if self.listen and notify_queues:
-            self._listener = NotifyListener(self.boss, notify_queues, self._wake)
+            self._listener = NotifyListener(self.boss.context, notify_queues, self._wake)
             self._listener.start()
         self._spawn("pgboss-settler", self._settle_loop)
         self._spawn("pgboss-heartbeat", self._heartbeat_loop)
@@ -298,7 +303,7 @@ class Worker:
                 # The loop keeps its connection between fetches (close_old_connections() would
                 # close it every time under the default CONN_MAX_AGE = 0); a broken one is thrown
                 # away by _database_trouble() and Django opens a fresh one on the next fetch.
-                jobs = self.boss.fetch(
+                jobs = self.jobs.fetch(
                     name,
                     batch_size=size,
                     include_metadata=registration.include_metadata,
@@ -466,7 +471,7 @@ class Worker:
                     item = None
             for name in list(pending):
                 try:
-                    settled = self.boss.complete_each(name, pending[name])
+                    settled = self.jobs.complete_each(name, pending[name])
                     failures = 0
                 except DatabaseError as exc:
                     failures += 1
@@ -493,7 +498,7 @@ class Worker:
     def _fail(self, name: str, jobs: list[Job], output: Any) -> None:
         for attempt in range(1, 6):
             try:
-                failed = self.boss.fail(name, jobs, output)
+                failed = self.jobs.fail(name, jobs, output)
                 break
             except DatabaseError as exc:
                 self._database_trouble(f"failing jobs of {name}", exc, attempt)
@@ -524,7 +529,7 @@ class Worker:
                             due.setdefault(name, []).append(job)
             for name, jobs in due.items():
                 try:
-                    touched = self.boss.touch(name, jobs)
+                    touched = self.jobs.touch(name, jobs)
                     failures = 0
                 except DatabaseError as exc:
                     failures += 1

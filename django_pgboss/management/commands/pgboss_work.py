@@ -1,5 +1,9 @@
 """manage.py pgboss_work: run the @work handlers of every installed app's jobs.py, and the tasks
-of the django.tasks backends that are PgBossBackends (settings.TASKS)."""
+of the django.tasks backends that are PgBossBackends (settings.TASKS).
+
+The command parses its arguments and prints progress and the outcome; which handlers run on which
+database is django_pgboss.worker.launch's, the running itself django_pgboss.worker.runner's.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +13,11 @@ import sys
 import threading
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from django_pgboss.api.boss import Boss
-from django_pgboss.exceptions import PgBossError
 from django_pgboss.management.console import configure_logging
 from django_pgboss.version import version_text
-from django_pgboss.worker.registry import Registration, autodiscover, registrations, task_registrations
+from django_pgboss.worker.launch import LaunchError, build_worker
 from django_pgboss.worker.runner import Worker
 
 
@@ -58,55 +59,18 @@ class Command(BaseCommand):
         if options["grace_seconds"] < 0:
             raise CommandError(f"--grace-seconds must be >= 0, not {options['grace_seconds']}")
         try:
-            autodiscover()
-        except ImportError as exc:
-            raise CommandError(f"could not import a jobs module: {exc}") from exc
-        except PgBossError as exc:
-            raise CommandError(f"invalid @work registration: {exc}") from exc
-        boss = Boss()
-        handlers = registrations()
-        try:
-            if options["tasks_backend"]:
-                tasks, boss = self._tasks_backend(options["tasks_backend"])
-                handlers = tasks
-            else:
-                tasks = task_registrations(boss)
-                clash = sorted(set(tasks) & set(handlers))
-                if clash:
-                    raise CommandError(
-                        f"queue(s) {', '.join(map(repr, clash))} have both an @work handler and a tasks "
-                        f"backend ({tasks[clash[0]].label}); a queue is worked by one of them"
-                    )
-                handlers = {**handlers, **tasks}
-            selected = self._select(handlers, options["queues"])
-            # A tasks backend with CREATE_QUEUES creates its queues on first use; the worker is one.
-            for runner in {r.handler for name, r in selected.items() if name in tasks}:
-                runner.backend.ensure_queues()
-        except (PgBossError, ImproperlyConfigured, ImportError) as exc:
-            # ImportError: TASKS names a PgBossBackend, but Django's task framework is missing.
-            raise CommandError(str(exc)) from exc
-        existing = {q.name for q in boss.get_queues(list(selected))}
-        missing = sorted(set(selected) - existing)
-        if missing:
-            raise CommandError(
-                f"queue(s) {', '.join(map(repr, missing))} do not exist in schema {boss.schema!r}; "
-                "create them with boss.create_queue() first"
+            worker = build_worker(
+                queues=options["queues"],
+                concurrency=options["concurrency"],
+                batch_size=options["batch_size"],
+                burst=options["burst"],
+                tasks_backend=options["tasks_backend"],
+                max_jobs=options["max_jobs"],
+                grace_seconds=options["grace_seconds"],
             )
-        try:
-            plans = [
-                r.replace(concurrency=options["concurrency"], batch_size=options["batch_size"])
-                for r in selected.values()
-            ]
-        except PgBossError as exc:
+        except LaunchError as exc:
             raise CommandError(str(exc)) from exc
         configure_logging(options["verbosity"])
-        worker = Worker(
-            plans,
-            boss=boss,
-            burst=options["burst"],
-            max_jobs=options["max_jobs"],
-            grace_seconds=options["grace_seconds"],
-        )
         self._install_signal_handlers(worker)
         progress = None
         if options["burst"] and sys.stderr.isatty():
@@ -123,36 +87,6 @@ class Command(BaseCommand):
             raise CommandError(
                 "stopped at once by a second signal; running jobs were failed so they are retried"
             )
-
-    def _tasks_backend(self, alias: str) -> tuple[dict[str, Registration], Boss]:
-        from django_pgboss.tasks.backend import PgBossBackend
-        from django_pgboss.tasks.compat import InvalidTaskBackend, task_backends
-
-        try:
-            backend = task_backends[alias]
-        except InvalidTaskBackend as exc:
-            raise CommandError(f"--tasks-backend {alias!r}: {exc}") from exc
-        if not isinstance(backend, PgBossBackend):
-            raise CommandError(
-                f"--tasks-backend {alias!r} is a {type(backend).__name__}, not a PgBossBackend"
-            )
-        return {r.queue: r for r in backend.registrations()}, backend.boss
-
-    def _select(self, registered: dict[str, Any], queues: list[str] | None) -> dict[str, Any]:
-        if not registered:
-            raise CommandError(
-                "no @work handlers are registered: put them in an installed app's jobs.py "
-                "(from django_pgboss import work), or configure a PgBossBackend in TASKS"
-            )
-        if not queues:
-            return registered
-        unknown = [q for q in queues if q not in registered]
-        if unknown:
-            raise CommandError(
-                f"no @work handler for queue(s) {', '.join(map(repr, unknown))} (nor a tasks backend); "
-                f"registered: {', '.join(sorted(registered))}"
-            )
-        return {q: registered[q] for q in queues}
 
     def _install_signal_handlers(self, worker: Worker) -> None:
         received: list[int] = []

@@ -1,0 +1,53 @@
+"""Events: publish() sends one job to every queue subscribed to an event (pg-boss's pub/sub).
+
+:class:`EventStore` holds the statements behind Boss's event methods (Boss documents them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django_pgboss.api.sending import JobSender
+from django_pgboss.db.context import DatabaseContext
+from django_pgboss.exceptions import InvalidOption
+from django_pgboss.options import validate_queue_name
+from django_pgboss.plans import events as event_plans
+
+
+class EventStore:
+    """Subscribe, unsubscribe and publish over one database context; ``sender`` sends the jobs."""
+
+    def __init__(self, context: DatabaseContext, sender: JobSender) -> None:
+        self.context = context
+        self.sender = sender
+
+    def subscribe(self, event: str, name: str) -> None:
+        """See Boss.subscribe()."""
+        event_name(event)
+        validate_queue_name(name)
+        self.context.route(name)  # QueueNotFound rather than a foreign-key error
+        with self.context.cursor() as cursor:
+            cursor.execute(event_plans.subscribe(self.context.quoted_schema), [event, name])
+
+    def unsubscribe(self, event: str, name: str) -> None:
+        """See Boss.unsubscribe()."""
+        event_name(event)
+        validate_queue_name(name)
+        with self.context.cursor() as cursor:
+            cursor.execute(event_plans.unsubscribe(self.context.quoted_schema), [event, name])
+
+    def publish(self, event: str, data: Any = None, **options: Any) -> dict[str, str | None]:
+        """See Boss.publish()."""
+        event_name(event)
+        with self.context.atomic():
+            with self.context.cursor() as cursor:
+                cursor.execute(event_plans.subscribed_queues(self.context.quoted_schema), [event])
+                names = [row[0] for row in cursor.fetchall()]
+            return {name: self.sender.send(name, data, **options) for name in names}
+
+
+def event_name(event: object) -> str:
+    """Check an event name: a non-empty string; raises InvalidOption."""
+    if not isinstance(event, str) or not event:
+        raise InvalidOption(f"event must be a non-empty string, not {event!r}")
+    return event

@@ -1,0 +1,241 @@
+"""Jobs once sent: fetching, settling (with the attempt fence) and reading them.
+
+:class:`JobStore` holds the statements behind Boss's fetch, settle and read methods (Boss
+documents them). The worker uses it directly for its hot path (fetch, complete_each, fail, touch),
+over the same database context as the Boss it was given, so both share the queue-route cache.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from typing import Any
+
+from django.db import IntegrityError
+
+from django_pgboss.db.context import DatabaseContext
+from django_pgboss.exceptions import InvalidJobReference, InvalidOption
+from django_pgboss.options import to_json, validate_queue_name
+from django_pgboss.payloads import (
+    EncodedOutput,
+    JobReference,
+    attempt_references,
+    group_limits,
+    int_option,
+    job_attempt,
+    output_value,
+)
+from django_pgboss.plans import jobs as job_plans
+from django_pgboss.plans import settle as settle_plans
+from django_pgboss.records import Job, job_from_row
+
+
+class JobStore:
+    """Fetch, settle and read jobs over one database context (see Boss for what each does)."""
+
+    def __init__(self, context: DatabaseContext) -> None:
+        self.context = context
+
+    # -- fetching --------------------------------------------------------------------------------
+
+    def fetch(
+        self,
+        name: str,
+        *,
+        batch_size: int = 1,
+        include_metadata: bool = False,
+        min_priority: int | None = None,
+        max_priority: int | None = None,
+        group_concurrency: int | Mapping[str, Any] | None = None,
+        ignore_start_after: bool = False,
+    ) -> list[Job]:
+        """See Boss.fetch()."""
+        validate_queue_name(name)
+        int_option("batch_size", batch_size, minimum=1)
+        for option, value in (
+            ("include_metadata", include_metadata),
+            ("ignore_start_after", ignore_start_after),
+        ):
+            if not isinstance(value, bool):
+                raise InvalidOption(f"{option} must be True or False, not {value!r}")
+        params: dict[str, Any] = {"name": name, "batch_size": batch_size}
+        for option, value in (("min_priority", min_priority), ("max_priority", max_priority)):
+            if value is not None:
+                int_option(option, value, minimum=-(2**31))
+                params[option] = value
+        if min_priority is not None and max_priority is not None and min_priority > max_priority:
+            raise InvalidOption(f"min_priority {min_priority} is above max_priority {max_priority}")
+        tiers = None
+        if group_concurrency is not None:
+            limit, tiers = group_limits(group_concurrency)
+            params["group_limit"] = limit
+            if tiers:
+                params["group_tiers"] = to_json(tiers, "group_concurrency tiers")
+        context = self.context
+        route = context.route(name)
+        sql = job_plans.fetch_jobs(
+            context.quoted_schema,
+            route.table,
+            policy=route.policy,
+            include_metadata=include_metadata,
+            ignore_start_after=ignore_start_after,
+            min_priority=min_priority is not None,
+            max_priority=max_priority is not None,
+            group_concurrency=group_concurrency is not None,
+            group_tiers=bool(tiers),
+        )
+        try:
+            # Inside the caller's transaction, a savepoint, so that a lost race for a singleton
+            # key undoes only this statement. In autocommit the statement is its own transaction
+            # already, and wrapping it would cost two more round trips on the hot path.
+            guard = context.atomic() if context.in_atomic_block else nullcontext()
+            with guard, context.cursor() as cursor:
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
+        except IntegrityError:
+            # Two fetchers picked different jobs of the same singleton/stately key at once; the
+            # unique index let one through. The loser claims nothing this time, as in pg-boss.
+            return []
+        return [job_from_row(row) for row in rows]
+
+    # -- settling --------------------------------------------------------------------------------
+
+    def complete(
+        self, name: str, jobs: JobReference, output: Any = None, *, include_queued: bool = False
+    ) -> int:
+        """See Boss.complete()."""
+        if not isinstance(include_queued, bool):
+            raise InvalidOption(f"include_queued must be True or False, not {include_queued!r}")
+        plan = functools.partial(settle_plans.complete_jobs, include_queued=include_queued)
+        return self._settle(name, jobs, "complete", plan, output=output)
+
+    def fail(self, name: str, jobs: JobReference, output: Any = None) -> int:
+        """See Boss.fail()."""
+        return self._settle(name, jobs, "fail", settle_plans.fail_jobs, output=output)
+
+    def cancel(self, name: str, jobs: JobReference) -> int:
+        """See Boss.cancel()."""
+        return self._settle(name, jobs, "cancel", settle_plans.cancel_jobs)
+
+    def delete_job(self, name: str, jobs: JobReference) -> int:
+        """See Boss.delete_job()."""
+        return self._settle(name, jobs, "delete_job", settle_plans.delete_jobs)
+
+    def touch(self, name: str, jobs: JobReference) -> int:
+        """See Boss.touch()."""
+        return self._settle(name, jobs, "touch", settle_plans.touch_jobs)
+
+    def resume(self, name: str, ids: str | Sequence[str]) -> int:
+        """See Boss.resume()."""
+        return self._settle_unfenced(name, ids, "resume", settle_plans.resume_jobs)
+
+    def retry(self, name: str, ids: str | Sequence[str]) -> int:
+        """See Boss.retry()."""
+        return self._settle_unfenced(name, ids, "retry", settle_plans.retry_jobs)
+
+    def complete_each(self, name: str, results: Sequence[tuple[Job | Mapping[str, Any], Any]]) -> list[str]:
+        """Complete a batch of jobs, each with its own output, each fenced to its attempt.
+
+        ``results`` is a list of (job, output) pairs; returns the ids completed (a job whose
+        attempt is no longer active is left alone and missing from the list). An output may be
+        an ``EncodedOutput``, JSON text its caller already encoded, which is stored as it is.
+        The worker's settler completes its batches through this.
+        """
+        validate_queue_name(name)
+        if not results:
+            return []
+        ids, records = [], []
+        for job, output in results:
+            job_id, retry_count = job_attempt(job, "complete_each")
+            if retry_count is None:
+                raise InvalidJobReference(
+                    "complete_each() needs jobs or {id, retry_count} pairs, not bare ids"
+                )
+            encoded = output if isinstance(output, EncodedOutput) else to_json(output_value(output), "output")
+            ids.append(job_id)
+            # Spliced as text: the outputs are JSON already, and the id is a canonical uuid.
+            records.append(f'{{"id":"{job_id}","retry_count":{retry_count},"output":{encoded or "null"}}}')
+        context = self.context
+        with context.cursor() as cursor:
+            cursor.execute(
+                settle_plans.complete_jobs_with_outputs(context.quoted_schema, context.route(name).table),
+                ["[" + ",".join(records) + "]", name, ids],
+            )
+            return [str(row[0]) for row in cursor.fetchall()]
+
+    def _settle(self, name: str, jobs: JobReference, verb: str, plan: Any, **output: Any) -> int:
+        validate_queue_name(name)
+        ids, attempts = attempt_references(jobs, verb)
+        params: list[Any] = []
+        if output:
+            params.append(to_json(output_value(output["output"]), "output"))
+        params += [name, ids]
+        if attempts is not None:
+            params.append(attempts)
+        context = self.context
+        table = context.route(name).table
+        with context.cursor() as cursor:
+            cursor.execute(plan(context.quoted_schema, table, fenced=attempts is not None), params)
+            return cursor.fetchone()[0]
+
+    def _settle_unfenced(self, name: str, ids: str | Sequence[str], verb: str, plan: Any) -> int:
+        validate_queue_name(name)
+        # Jobs are accepted too; resume and retry act on finished jobs, so there is no attempt to fence.
+        id_list, _ = attempt_references(ids, verb)
+        context = self.context
+        table = context.route(name).table
+        with context.cursor() as cursor:
+            cursor.execute(plan(context.quoted_schema, table), [name, id_list])
+            return cursor.fetchone()[0]
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def get_job_by_id(self, name: str, job_id: str) -> Job | None:
+        """See Boss.get_job_by_id()."""
+        validate_queue_name(name)
+        (job_id,), _ = attempt_references(job_id, "get_job_by_id")
+        context = self.context
+        with context.cursor() as cursor:
+            cursor.execute(
+                job_plans.get_job(context.quoted_schema, context.route(name).table), [name, job_id]
+            )
+            row = cursor.fetchone()
+        return job_from_row(row) if row else None
+
+    def find_jobs(
+        self,
+        name: str,
+        *,
+        id: str | None = None,
+        key: str | None = None,
+        data: Any = None,
+        queued: bool = False,
+        limit: int = 100,
+    ) -> list[Job]:
+        """See Boss.find_jobs()."""
+        validate_queue_name(name)
+        int_option("limit", limit, minimum=1)
+        params: list[Any] = [name]
+        if id is not None:
+            (job_id,), _ = attempt_references(id, "find_jobs")
+            params.append(job_id)
+        if key is not None:
+            if not isinstance(key, str):
+                raise InvalidOption(f"key must be a string, not {key!r}")
+            params.append(key)
+        if data is not None:
+            params.append(to_json(data, "data filter"))
+        params.append(limit)
+        context = self.context
+        sql = job_plans.find_jobs(
+            context.quoted_schema,
+            context.route(name).table,
+            by_id=id is not None,
+            by_key=key is not None,
+            by_data=data is not None,
+            queued=bool(queued),
+        )
+        with context.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [job_from_row(row) for row in cursor.fetchall()]

@@ -1,0 +1,166 @@
+"""Queues: create, change, delete and read them, and read their stats history.
+
+:class:`QueueStore` holds the statements behind Boss's queue methods (Boss documents them); it
+validates its arguments before any SQL and keeps the context's queue-route cache honest by
+dropping a queue's route whenever it changes the queue.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import IntegrityError
+
+from django_pgboss.conf import pgboss_settings
+from django_pgboss.constants import QueuePolicy
+from django_pgboss.db.context import DatabaseContext
+from django_pgboss.exceptions import DeadLetterQueueNotFound, InvalidOption, QueueInUse, QueueNotFound
+from django_pgboss.options import (
+    to_json,
+    to_pgboss_options,
+    validate_queue_name,
+    validate_queue_options,
+)
+from django_pgboss.payloads import int_option
+from django_pgboss.plans import queues as queue_plans
+from django_pgboss.plans import stats as stats_plans
+from django_pgboss.records import QueueInfo, StatsPoint
+
+
+def require_dead_letter(context: DatabaseContext, cursor: Any, dead_letter: str) -> None:
+    """Raise DeadLetterQueueNotFound unless queue ``dead_letter`` exists (read on ``cursor``)."""
+    cursor.execute(queue_plans.get_queue_routing(context.quoted_schema), [dead_letter])
+    if cursor.fetchone() is None:
+        raise DeadLetterQueueNotFound(f"dead_letter queue {dead_letter!r} does not exist; create it first")
+
+
+class QueueStore:
+    """Boss's queue methods over one database context (see Boss for what each does)."""
+
+    def __init__(self, context: DatabaseContext) -> None:
+        self.context = context
+
+    def create_queue(self, name: str, **options: Any) -> None:
+        """See Boss.create_queue()."""
+        validate_queue_name(name)
+        options.setdefault("policy", QueuePolicy.STANDARD.value)
+        validate_queue_options(name, options, creating=True)
+        payload = to_pgboss_options(options)
+        context = self.context
+        with context.atomic(), context.cursor() as cursor:
+            if options.get("dead_letter") is not None:
+                require_dead_letter(context, cursor, options["dead_letter"])
+            cursor.execute(queue_plans.advisory_lock(), [context.lock_key("create-queue")])
+            cursor.execute(
+                queue_plans.create_queue(context.quoted_schema), [name, to_json(payload, "queue options")]
+            )
+        context.forget_route(name)
+
+    def update_queue(self, name: str, **options: Any) -> None:
+        """See Boss.update_queue()."""
+        validate_queue_name(name)
+        validate_queue_options(name, options, creating=False)
+        context = self.context
+        with context.atomic(), context.cursor() as cursor:
+            if options.get("dead_letter") is not None:
+                require_dead_letter(context, cursor, options["dead_letter"])
+            cursor.execute(
+                queue_plans.update_queue(context.quoted_schema),
+                [to_json(to_pgboss_options(options), "options"), name],
+            )
+            if cursor.rowcount == 0:
+                raise QueueNotFound(f"queue {name!r} does not exist")
+        context.forget_route(name)
+
+    def delete_queue(self, name: str) -> None:
+        """See Boss.delete_queue()."""
+        validate_queue_name(name)
+        context = self.context
+        try:
+            if self.get_queue(name) is None:
+                # A queue that does not exist is a no-op, as pg-boss's deleteQueue() makes it (its
+                # SQL function alone fails on the missing queue's table name).
+                return
+            with context.atomic(), context.cursor() as cursor:
+                cursor.execute(queue_plans.dead_letter_users(context.quoted_schema), [name])
+                users = [row[0] for row in cursor.fetchall()]
+                if users:
+                    raise QueueInUse(
+                        f"queue {name!r} is the dead_letter of {', '.join(map(repr, users))}; "
+                        "change or clear their dead_letter first"
+                    )
+                cursor.execute(queue_plans.advisory_lock(), [context.lock_key("delete-queue")])
+                cursor.execute(queue_plans.delete_queue(context.quoted_schema), [name])
+        except IntegrityError as exc:
+            # Jobs of other queues still name it as their own dead_letter (a send option).
+            raise QueueInUse(f"queue {name!r} is still the dead_letter of waiting jobs: {exc}") from exc
+        finally:
+            context.forget_route(name)
+
+    def get_queue(self, name: str) -> QueueInfo | None:
+        """See Boss.get_queue()."""
+        queues = self.get_queues([validate_queue_name(name)])
+        return queues[0] if queues else None
+
+    def get_queues(self, names: Iterable[str] | None = None) -> list[QueueInfo]:
+        """See Boss.get_queues()."""
+        schema = self.context.quoted_schema
+        with self.context.cursor() as cursor:
+            if names is None:
+                cursor.execute(queue_plans.get_queues(schema, by_name=False))
+            else:
+                names = [validate_queue_name(n) for n in ([names] if isinstance(names, str) else names)]
+                cursor.execute(queue_plans.get_queues(schema, by_name=True), [names])
+            return [QueueInfo(*row) for row in cursor.fetchall()]
+
+    def get_queue_stats(
+        self,
+        name: str,
+        *,
+        start: dt.datetime | None = None,
+        end: dt.datetime | None = None,
+        bucket_seconds: int | None = None,
+        max_data_points: int | None = None,
+        aggregate: str = "max",
+        limit: int = 1000,
+    ) -> list[StatsPoint]:
+        """See Boss.get_queue_stats()."""
+        validate_queue_name(name)
+        int_option("limit", limit, minimum=1)
+        if limit > 100_000:
+            raise InvalidOption(f"limit must be at most 100000, not {limit}")
+        for option, value in (("start", start), ("end", end)):
+            if value is not None and not isinstance(value, dt.datetime):
+                raise InvalidOption(f"{option} must be a datetime, not {value!r}")
+        if aggregate not in stats_plans.GAUGE_AGGREGATES:
+            raise InvalidOption(f"aggregate must be 'max', 'min' or 'avg', not {aggregate!r}")
+        info = self.get_queue(name)
+        if info is None:
+            raise QueueNotFound(f"queue {name!r} does not exist")
+        if not pgboss_settings.PERSIST_QUEUE_STATS:
+            if info.monitor_on is None:
+                return []
+            gauges = (
+                info.deferred_count,
+                info.queued_count,
+                info.ready_count,
+                info.active_count,
+                info.failed_count,
+                info.total_count,
+            )
+            return [StatsPoint(*gauges, None, None, None, None, None, info.monitor_on)]
+        params: dict[str, Any] = {"name": name, "start": start, "end": end, "limit": limit}
+        schema = self.context.quoted_schema
+        if bucket_seconds is not None or max_data_points is not None:
+            option = "bucket_seconds" if bucket_seconds is not None else "max_data_points"
+            width = bucket_seconds if bucket_seconds is not None else max_data_points
+            int_option(option, width, minimum=1)
+            params["width"] = width
+            sql = stats_plans.queue_stats_buckets(schema, aggregate, auto=bucket_seconds is None)
+        else:
+            sql = stats_plans.queue_stats_history(schema)
+        with self.context.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [StatsPoint(*row) for row in cursor.fetchall()]

@@ -1,0 +1,196 @@
+"""Sending jobs: one (send and its throttled, debounced and delayed forms) or many (insert).
+
+:class:`JobSender` holds the statements behind Boss's send methods (Boss documents them), and the
+timekeeper's slotted insert. Its insert path copes with a queue-route cache that another process
+made stale (the queue deleted, or re-created with another table or policy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db import DatabaseError
+
+from django_pgboss.api.queues import require_dead_letter
+from django_pgboss.constants import QueuePolicy
+from django_pgboss.db.context import DatabaseContext, sqlstate
+from django_pgboss.db.identifiers import schema_key
+from django_pgboss.exceptions import InvalidOption, QueueNotFound
+from django_pgboss.options import to_json, validate_queue_name
+from django_pgboss.payloads import job_payload, payload_json, single_job_params
+from django_pgboss.plans import jobs as job_plans
+
+#: SQLSTATEs that mean a cached queue table is out of date: the table is gone (undefined_table), or
+#: job_common refused a row whose queue now has a partition of its own (check_violation).
+STALE_TABLE_SQLSTATES = frozenset({"42P01", "23514"})
+
+
+class JobSender:
+    """Send and insert jobs over one database context (see Boss for what each does)."""
+
+    def __init__(self, context: DatabaseContext) -> None:
+        self.context = context
+
+    def send(self, name: str, data: Any = None, **options: Any) -> str | None:
+        """See Boss.send()."""
+        validate_queue_name(name)
+        job = job_payload(data, options)
+        context = self.context
+        route = context.route(name)
+        if route.policy == QueuePolicy.KEY_STRICT_FIFO and not job.get("singletonKey"):
+            raise InvalidOption(f"queue {name!r} is key_strict_fifo: every job needs a singleton_key")
+        if job.get("deadLetter") is not None:
+            with context.cursor() as cursor:
+                require_dead_letter(context, cursor, job["deadLetter"])
+        job_id = self._insert(name, [job], returning=True)
+        if job_id or not options.get("singleton_next_slot"):
+            return job_id[0] if job_id else None
+        # The current slot is taken: a debounced job goes into the next one, starting when it opens.
+        with context.cursor() as cursor:
+            cursor.execute(job_plans.debounce_delay(context.quoted_schema), [job["singletonSeconds"]])
+            delay = cursor.fetchone()[0]
+        job = {**job, "startAfter": f"{delay} seconds", "singletonOffset": job["singletonSeconds"]}
+        job_id = self._insert(name, [job], returning=True)
+        return job_id[0] if job_id else None
+
+    def send_after(self, name: str, data: Any, after: Any, **options: Any) -> str | None:
+        """See Boss.send_after()."""
+        return self.send(name, data, **{**options, "start_after": after})
+
+    def send_throttled(
+        self, name: str, data: Any, seconds: int, key: str | None = None, **options: Any
+    ) -> str | None:
+        """See Boss.send_throttled()."""
+        return self.send(
+            name,
+            data,
+            **{**options, "singleton_seconds": seconds, "singleton_next_slot": False, "singleton_key": key},
+        )
+
+    def send_debounced(
+        self, name: str, data: Any, seconds: int, key: str | None = None, **options: Any
+    ) -> str | None:
+        """See Boss.send_debounced()."""
+        return self.send(
+            name,
+            data,
+            **{**options, "singleton_seconds": seconds, "singleton_next_slot": True, "singleton_key": key},
+        )
+
+    def insert(
+        self, name: str, jobs: Sequence[Mapping[str, Any]], *, return_ids: bool = False
+    ) -> list[str] | None:
+        """See Boss.insert()."""
+        validate_queue_name(name)
+        if isinstance(jobs, Mapping | str | bytes) or not isinstance(jobs, Sequence):
+            raise InvalidOption("insert() takes a list of job dicts")
+        payload = []
+        seen_ids: set[str] = set()
+        for index, job in enumerate(jobs):
+            if not isinstance(job, Mapping):
+                raise InvalidOption(f"insert() job {index} must be a dict, not {type(job).__name__}")
+            options = dict(job)
+            data = options.pop("data", None)
+            item = job_payload(data, options, where=f"job {index}")
+            if item.get("id") is not None:
+                if item["id"] in seen_ids:
+                    raise InvalidOption(f"insert() job {index} repeats id {item['id']}")
+                seen_ids.add(item["id"])
+            payload.append(item)
+        context = self.context
+        route = context.route(name)
+        if route.policy == QueuePolicy.KEY_STRICT_FIFO and any(not j.get("singletonKey") for j in payload):
+            raise InvalidOption(f"queue {name!r} is key_strict_fifo: every job needs a singleton_key")
+        for dead_letter in {j["deadLetter"] for j in payload if j.get("deadLetter") is not None}:
+            with context.cursor() as cursor:
+                require_dead_letter(context, cursor, dead_letter)
+        if not payload:
+            return [] if return_ids else None
+        ids = self._insert(name, payload, returning=return_ids)
+        return ids if return_ids else None
+
+    def insert_slotted(self, name: str, jobs: list[dict[str, Any]]) -> int:
+        """Insert jobs that name their throttle slot ("__singletonSlot"); for the cron pass only.
+
+        Returns how many were inserted: a slot already taken drops its job.
+        """
+        context = self.context
+        route = context.route(validate_queue_name(name))
+        with context.cursor() as cursor:
+            cursor.execute(
+                job_plans.insert_jobs(context.quoted_schema, route.table, returning=False, slots=True),
+                [to_json(jobs, "jobs"), name],
+            )
+            return cursor.rowcount
+
+    def _insert(self, name: str, payload: list[dict[str, Any]], *, returning: bool) -> list[str]:
+        """Insert jobs into the queue's table; returns their ids when ``returning``.
+
+        One job on a queue without notify goes through insert_job() (typed parameters, and no
+        ON CONFLICT where no unique index can refuse the row); anything else through the batch
+        statement, insert_jobs().
+
+        The queue's table is cached, and another process may have deleted the queue, or deleted
+        and created it again with or without a partition or with another policy, since. A
+        missing table (42P01), a row that job_common's partition constraint refuses (23514), or,
+        without ON CONFLICT, a policy index that refuses it (23505) means the cache is stale: it
+        is dropped and, outside the caller's transaction, the insert is tried once more. An
+        insert that wrote nothing is checked against the queue row, so a queue deleted under us
+        raises QueueNotFound instead of passing for a job the policy dropped.
+        """
+        context = self.context
+        schema = context.quoted_schema
+        in_transaction = context.in_atomic_block
+        body = None
+        for attempt in (1, 2):
+            route = context.route(name)
+            if len(payload) == 1 and not route.notify:
+                job = payload[0]
+                # Inside the caller's transaction a refused row must not abort it, so there the
+                # statement always carries ON CONFLICT; a stale cache cannot be retried there.
+                on_conflict = (
+                    in_transaction
+                    or attempt == 2
+                    or route.policy != QueuePolicy.STANDARD
+                    or job.get("id") is not None
+                    or job.get("singletonSeconds") is not None
+                )
+                params: Any = single_job_params(name, job)
+                sql = job_plans.insert_job(
+                    schema, route.table, on_conflict=on_conflict, options=params["options"] is not None
+                )
+                stale = STALE_TABLE_SQLSTATES if on_conflict else STALE_TABLE_SQLSTATES | {"23505"}
+                fetch_ids = True
+            else:
+                body = body or "[" + ",".join(payload_json(job) for job in payload) + "]"
+                params = [body, name]
+                if route.notify:
+                    params += [schema_key(context.schema), name]
+                sql = job_plans.insert_jobs(schema, route.table, returning=returning, notify=route.notify)
+                stale = STALE_TABLE_SQLSTATES
+                fetch_ids = returning or route.notify
+            try:
+                with context.cursor() as cursor:
+                    cursor.execute(sql, params)
+                    if fetch_ids:
+                        ids = [str(row[0]) for row in cursor.fetchall()]
+                        written = len(ids)
+                    else:
+                        ids, written = [], cursor.rowcount
+            except DatabaseError as exc:
+                if sqlstate(exc) not in stale:
+                    raise
+                context.forget_route(name)
+                if attempt == 2 or in_transaction:
+                    # The caller's transaction is aborted and cannot be retried from here; say
+                    # plainly when the reason is that the queue is gone.
+                    if not context.queue_exists(name):
+                        raise QueueNotFound(f"queue {name!r} was deleted") from exc
+                    raise
+                continue
+            if written == 0 and not context.queue_exists(name):
+                context.forget_route(name)
+                raise QueueNotFound(f"queue {name!r} does not exist (it was deleted)")
+            return ids if returning else []
+        raise AssertionError("unreachable")  # the loop returns or raises

@@ -1,0 +1,154 @@
+"""The database context: where django_pgboss's statements run, and what they share.
+
+A :class:`DatabaseContext` is one Django database alias and one pg-boss schema, with what every
+part of django_pgboss needs to run statements there: the schema as SQL spells it, cursors on
+Django's connection (db/cursors.py), pg-boss's advisory-lock keys and LISTEN/NOTIFY channel, and
+the cache of where each queue's jobs live. ``Boss``, the monitor, the timekeeper, the dead-letter
+API, the worker's listener and the tasks backend each take one, the way pg-boss hands its
+supervisor and timekeeper ``(db, config)``; none of them reaches into another for its plumbing.
+
+The alias and the schema default to settings.PGBOSS, read at each use (so ``override_settings``
+and a settings change reach the default context too), unless given when the context is made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from typing import Any
+
+from django.db import connections, transaction
+
+from django_pgboss.conf import pgboss_settings
+from django_pgboss.db.cursors import statement_cursor
+from django_pgboss.db.identifiers import quote_job_table, quote_schema, schema_key
+from django_pgboss.exceptions import QueueNotFound
+from django_pgboss.plans import queues as queue_plans
+
+
+class QueueRoute:
+    """What the job statements need to know of a queue: its job table (quoted), policy and notify."""
+
+    __slots__ = ("notify", "policy", "table")
+
+    def __init__(self, table: str, policy: str, notify: bool) -> None:
+        self.table = quote_job_table(table)
+        self.policy = policy
+        self.notify = notify
+
+
+class DatabaseContext:
+    """One database alias and one pg-boss schema, and the plumbing of statements run there.
+
+    Cheap to make and thread-safe: each cursor is taken on the calling thread's Django connection.
+    Contexts over the same alias and schema are interchangeable, except that each keeps its own
+    queue-route cache; objects meant to share that cache share one context.
+    """
+
+    def __init__(self, using: str | None = None, schema: str | None = None) -> None:
+        self._using = using
+        self._schema = schema
+        self._routes: dict[str, QueueRoute] = {}
+        self._routes_lock = threading.Lock()
+
+    @classmethod
+    def of(cls, source: Any) -> DatabaseContext:
+        """The context of ``source``: a DatabaseContext itself, or anything with a ``context``
+        attribute holding one (a Boss). Lets the documented functions that take a Boss
+        (``supervise(boss)``, ``run_timekeeper(boss)``) take a context as well."""
+        if isinstance(source, DatabaseContext):
+            return source
+        context = getattr(source, "context", None)
+        if isinstance(context, DatabaseContext):
+            return context
+        raise TypeError(f"expected a Boss or a DatabaseContext, not {type(source).__name__}")
+
+    def __repr__(self) -> str:
+        return f"<DatabaseContext using={self.using!r} schema={self.schema!r}>"
+
+    # -- where -----------------------------------------------------------------------------------
+
+    @property
+    def using(self) -> str:
+        """The Django database alias every statement runs on."""
+        return self._using or pgboss_settings.DATABASE
+
+    @property
+    def schema(self) -> str:
+        """The schema name, as PostgreSQL stores it."""
+        return self._schema or pgboss_settings.SCHEMA
+
+    @property
+    def quoted_schema(self) -> str:
+        """The schema name as it is written in SQL (quoted only when it must be)."""
+        return quote_schema(self.schema)
+
+    def same_database(self, other: DatabaseContext) -> bool:
+        """Whether ``other`` runs on the same alias and schema."""
+        return (self.using, self.schema) == (other.using, other.schema)
+
+    # -- statements ------------------------------------------------------------------------------
+
+    def cursor(self) -> Any:
+        """A context manager giving a cursor on Django's connection for this alias (db/cursors.py)."""
+        return statement_cursor(self.using)
+
+    def atomic(self) -> Any:
+        """``transaction.atomic`` on this alias: a transaction, or a savepoint inside the caller's."""
+        return transaction.atomic(using=self.using)
+
+    @property
+    def in_atomic_block(self) -> bool:
+        """Whether the calling thread's connection is inside a caller's transaction."""
+        return bool(connections[self.using].in_atomic_block)
+
+    def connection_params(self) -> dict[str, Any]:
+        """The psycopg connection parameters Django uses for this alias (for a LISTEN connection)."""
+        return dict(connections[self.using].get_connection_params())
+
+    # -- pg-boss's names -------------------------------------------------------------------------
+
+    def lock_key(self, name: str) -> str:
+        """pg-boss's advisory-lock key for ``name``: '.pgboss.' + the schema as pg-boss spells it +
+        the name, so a pg-boss (Node) instance on the same schema and this one exclude each other."""
+        return f".pgboss.{schema_key(self.schema)}{name}"
+
+    def notify_channel(self) -> str:
+        """The LISTEN/NOTIFY channel of this schema, the one pg-boss uses: 'pgboss_' and 24 hex
+        digits of sha224 of the schema, so Node and Python workers wake each other."""
+        digest = hashlib.sha224(schema_key(self.schema).encode("utf-8")).hexdigest()
+        return f"pgboss_{digest[:24]}"
+
+    # -- the queue-route cache -------------------------------------------------------------------
+
+    def route(self, name: str) -> QueueRoute:
+        """Where queue ``name``'s jobs live, cached, and dropped by forget_route() whenever code on
+        this context changes the queue. Raises QueueNotFound. ``name`` is validated by the caller."""
+        route = self._routes.get(name)
+        if route is not None:
+            return route
+        with self.cursor() as cursor:
+            cursor.execute(queue_plans.get_queue_routing(self.quoted_schema), [name])
+            row = cursor.fetchone()
+        if row is None:
+            raise QueueNotFound(f"queue {name!r} does not exist; create it with create_queue() first")
+        route = QueueRoute(*row)
+        with self._routes_lock:
+            self._routes[name] = route
+        return route
+
+    def forget_route(self, name: str) -> None:
+        """Drop the cached route of queue ``name`` (it was changed, deleted, or found stale)."""
+        with self._routes_lock:
+            self._routes.pop(name, None)
+
+    def queue_exists(self, name: str) -> bool:
+        """Whether queue ``name`` exists now, read fresh (not from the cache)."""
+        with self.cursor() as cursor:
+            cursor.execute(queue_plans.get_queue_routing(self.quoted_schema), [name])
+            return cursor.fetchone() is not None
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a database error, through Django's wrapper."""
+    return getattr(exc.__cause__, "sqlstate", None) or getattr(exc, "sqlstate", None)

@@ -1,0 +1,53 @@
+"""The timing loop the monitor and the timekeeper run: passes on their intervals until stopped.
+
+A database error (the server restarting, a dropped connection) must not end a long-running monitor:
+the loop drops the connections, backs off (2, 4, 8 ... seconds, at most a minute) and tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from django.db import DatabaseError, connections
+
+#: Longest wait between retries after a database error.
+MAX_BACKOFF_SECONDS = 60.0
+
+
+def run_periodically(
+    passes: Sequence[tuple[Callable[[], object], float]],
+    stop: threading.Event,
+    *,
+    what: str,
+    log: logging.Logger,
+) -> None:
+    """Run each ``(function, interval_seconds)`` now and then every interval, until ``stop`` is set.
+
+    The passes run one after the other on the calling thread; a pass that comes due while another
+    runs waits for it. Each interval counts from the end of its own pass. ``what`` names the passes
+    in the warning logged on ``log`` when a database error interrupts them.
+    """
+    due = [time.monotonic()] * len(passes)
+    failures = 0
+    try:
+        while not stop.is_set():
+            try:
+                for index, (function, interval) in enumerate(passes):
+                    if time.monotonic() >= due[index]:
+                        function()
+                        due[index] = time.monotonic() + interval
+                failures = 0
+            except DatabaseError as exc:
+                failures += 1
+                delay = min(MAX_BACKOFF_SECONDS, 2.0**failures)
+                log.warning("%s failed (%s); retrying in %.0fs", what, exc, delay)
+                # A broken connection must be thrown away: Django reconnects on the next statement.
+                connections.close_all()
+                stop.wait(delay)
+                continue
+            stop.wait(max(min(due) - time.monotonic(), 0))
+    finally:
+        connections.close_all()

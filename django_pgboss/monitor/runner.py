@@ -1,0 +1,116 @@
+"""The Monitor: supervise() passes on their interval, and the cron timekeeper, until stopped.
+
+``manage.py pgboss_monitor`` builds one and calls run(); any number may run at once (claims and
+advisory locks make extra copies harmless). The timing and the survival of database restarts are
+monitor/loop.py's.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+from django_pgboss.api.queues import QueueStore
+from django_pgboss.conf import pgboss_settings
+from django_pgboss.db.context import DatabaseContext
+from django_pgboss.exceptions import InvalidOption, QueueNotFound
+from django_pgboss.monitor.loop import run_periodically
+from django_pgboss.monitor.supervisor import supervise
+from django_pgboss.monitor.timekeeper import CRON_INTERVAL_SECONDS, CronReport, Timekeeper
+from django_pgboss.options import validate_queue_name
+from django_pgboss.records import PassReport
+
+logger = logging.getLogger("django_pgboss.monitor")
+
+#: The shortest interval between passes a Monitor accepts.
+MIN_INTERVAL_SECONDS = 1.0
+
+
+class Monitor:
+    """Runs the monitor's pass every ``interval_seconds`` (default
+    PGBOSS["MONITOR_INTERVAL_SECONDS"]) over ``queues`` (default every queue), and, unless
+    ``cron`` is False, the timekeeper every CRON_INTERVAL_SECONDS, on one database context.
+
+    ``on_pass`` and ``on_cron`` get each pass's PassReport and CronReport (the command prints
+    them). Raises InvalidOption for an interval under a second, and QueueNotFound from
+    check_queues() for a named queue that does not exist.
+    """
+
+    def __init__(
+        self,
+        context: DatabaseContext | None = None,
+        *,
+        queues: Iterable[str] | None = None,
+        interval_seconds: float | None = None,
+        cron: bool = True,
+        on_pass: Callable[[PassReport], None] | None = None,
+        on_cron: Callable[[CronReport], None] | None = None,
+    ) -> None:
+        self.context = context or DatabaseContext()
+        self.queues = None if not queues else [validate_queue_name(q, "queue") for q in queues]
+        interval = (
+            interval_seconds if interval_seconds is not None else pgboss_settings.MONITOR_INTERVAL_SECONDS
+        )
+        if (
+            isinstance(interval, bool)
+            or not isinstance(interval, int | float)
+            or interval < MIN_INTERVAL_SECONDS
+        ):
+            raise InvalidOption(f"interval_seconds must be at least 1 second, not {interval!r}")
+        self.interval_seconds = float(interval)
+        self.timekeeper = Timekeeper(self.context) if cron else None
+        self.on_pass = on_pass
+        self.on_cron = on_cron
+        self._stop = threading.Event()
+
+    def check_queues(self) -> None:
+        """Raise QueueNotFound naming every queue of ``queues`` that does not exist."""
+        if not self.queues:
+            return
+        existing = {q.name for q in QueueStore(self.context).get_queues(self.queues)}
+        missing = sorted(set(self.queues) - existing)
+        if missing:
+            raise QueueNotFound(
+                f"queue(s) {', '.join(map(repr, missing))} do not exist in schema {self.context.schema!r}"
+            )
+
+    def supervise(self) -> PassReport:
+        """One monitor pass now (see monitor/supervisor.py); the report goes to ``on_pass`` too."""
+        report = supervise(self.context, self.queues, interval_seconds=self.interval_seconds)
+        if self.on_pass is not None:
+            self.on_pass(report)
+        return report
+
+    def tick_cron(self) -> CronReport | None:
+        """One timekeeper pass now (None without cron); the report goes to ``on_cron`` too."""
+        if self.timekeeper is None:
+            return None
+        report = self.timekeeper.tick()
+        if self.on_cron is not None:
+            self.on_cron(report)
+        return report
+
+    def run_once(self) -> tuple[PassReport, CronReport | None]:
+        """One monitor pass and one timekeeper pass; what ``pgboss_monitor --once`` does."""
+        return self.supervise(), self.tick_cron()
+
+    def run(self) -> None:
+        """Pass after pass until stop(): the monitor's pass every ``interval_seconds``, cron every
+        CRON_INTERVAL_SECONDS; a database error backs off and retries instead of ending the run."""
+        self._stop.clear()
+        passes: list[tuple[Callable[[], object], float]] = [(self.supervise, self.interval_seconds)]
+        if self.timekeeper is not None:
+            passes.append((self.tick_cron, CRON_INTERVAL_SECONDS))
+        cron = f", cron every {CRON_INTERVAL_SECONDS}s" if self.timekeeper is not None else " (no cron)"
+        logger.info("monitor started: a pass every %ss%s", self.interval_seconds, cron)
+        run_periodically(passes, self._stop, what="monitor pass", log=logger)
+
+    def stop(self) -> None:
+        """Make run() return after the pass in progress (safe from a signal handler or thread)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        """True once stop() was called."""
+        return self._stop.is_set()

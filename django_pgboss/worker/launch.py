@@ -1,0 +1,97 @@
+"""Building the Worker that ``manage.py pgboss_work`` runs: which handlers, on which database.
+
+The handlers are the ``@work`` registrations of every installed app's jobs.py and the queues of
+the django.tasks backends that are PgBossBackends (tasks/registrations.py), or, with
+``tasks_backend``, that one backend's queues on its own database and schema. build_worker() checks
+the whole plan before anything runs and raises LaunchError with a message for the operator.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+
+from django_pgboss.api.boss import Boss
+from django_pgboss.exceptions import PgBossError
+from django_pgboss.tasks.registrations import backend_registrations, task_registrations
+from django_pgboss.worker.registry import Registration, autodiscover, registrations
+from django_pgboss.worker.runner import Worker
+
+
+class LaunchError(Exception):
+    """The worker cannot start as asked; the message says why (the command prints it)."""
+
+
+def build_worker(
+    *,
+    queues: list[str] | None = None,
+    concurrency: int | None = None,
+    batch_size: int | None = None,
+    burst: bool = False,
+    tasks_backend: str | None = None,
+    max_jobs: int | None = None,
+    grace_seconds: float = 30.0,
+) -> Worker:
+    """The Worker for these settings (those of ``pgboss_work``'s options), not yet running.
+
+    ``queues`` narrows the handlers to those queues; ``concurrency`` and ``batch_size`` override
+    each registration's. A tasks backend with CREATE_QUEUES creates its queues here. Raises
+    LaunchError when a jobs module does not import, a registration is invalid, no handler (or
+    tasks backend) serves a queue asked for, a queue has two, or a queue does not exist.
+    """
+    try:
+        autodiscover()
+    except ImportError as exc:
+        raise LaunchError(f"could not import a jobs module: {exc}") from exc
+    except PgBossError as exc:
+        raise LaunchError(f"invalid @work registration: {exc}") from exc
+    boss = Boss()
+    handlers: dict[str, Registration] = registrations()
+    try:
+        if tasks_backend:
+            tasks, boss = backend_registrations(tasks_backend)
+            handlers = tasks
+        else:
+            tasks = task_registrations(boss)
+            clash = sorted(set(tasks) & set(handlers))
+            if clash:
+                raise LaunchError(
+                    f"queue(s) {', '.join(map(repr, clash))} have both an @work handler and a tasks "
+                    f"backend ({tasks[clash[0]].label}); a queue is worked by one of them"
+                )
+            handlers = {**handlers, **tasks}
+        selected = _select(handlers, queues)
+        # A tasks backend with CREATE_QUEUES creates its queues on first use; the worker is one.
+        for runner in {r.handler for name, r in selected.items() if name in tasks}:
+            runner.backend.ensure_queues()
+    except (PgBossError, ImproperlyConfigured, ImportError) as exc:
+        # ImportError: TASKS names a PgBossBackend, but Django's task framework is missing.
+        raise LaunchError(str(exc)) from exc
+    existing = {q.name for q in boss.get_queues(list(selected))}
+    missing = sorted(set(selected) - existing)
+    if missing:
+        raise LaunchError(
+            f"queue(s) {', '.join(map(repr, missing))} do not exist in schema {boss.schema!r}; "
+            "create them with boss.create_queue() first"
+        )
+    try:
+        plans = [r.replace(concurrency=concurrency, batch_size=batch_size) for r in selected.values()]
+    except PgBossError as exc:
+        raise LaunchError(str(exc)) from exc
+    return Worker(plans, boss=boss, burst=burst, max_jobs=max_jobs, grace_seconds=grace_seconds)
+
+
+def _select(registered: dict[str, Registration], queues: list[str] | None) -> dict[str, Registration]:
+    if not registered:
+        raise LaunchError(
+            "no @work handlers are registered: put them in an installed app's jobs.py "
+            "(from django_pgboss import work), or configure a PgBossBackend in TASKS"
+        )
+    if not queues:
+        return registered
+    unknown = [q for q in queues if q not in registered]
+    if unknown:
+        raise LaunchError(
+            f"no @work handler for queue(s) {', '.join(map(repr, unknown))} (nor a tasks backend); "
+            f"registered: {', '.join(sorted(registered))}"
+        )
+    return {q: registered[q] for q in queues}
