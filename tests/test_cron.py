@@ -13,8 +13,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from django_pgboss.api.schedules import _due_slots, _previous
 from django_pgboss.exceptions import InvalidOption
+from django_pgboss.monitor.timekeeper import _due_slots, _previous
 from django_pgboss.schedules import parse_cron
 
 UTC = ZoneInfo("UTC")
