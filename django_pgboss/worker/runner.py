@@ -28,21 +28,24 @@ from django.db import DatabaseError, close_old_connections, connections
 
 from django_pgboss.api.boss import Boss
 from django_pgboss.api.jobs import JobStore
-from django_pgboss.exceptions import JobDataNotSerializable, QueueNotFound
+from django_pgboss.exceptions import QueueNotFound
 from django_pgboss.options import to_json
 from django_pgboss.payloads import EncodedOutput, output_value
 from django_pgboss.records import Job
 from django_pgboss.worker.listener import NotifyListener
+from django_pgboss.worker.outcomes import storable_text
 from django_pgboss.worker.registry import Registration
+from django_pgboss.worker.settler import Settler
 
 logger = logging.getLogger("django_pgboss.worker")
 
 #: What a job still running when the worker stops is failed with, so it is retried elsewhere.
 SHUTDOWN_OUTPUT = {"name": "WorkerShutdown", "message": "the worker stopped while the job was running"}
-#: A settle flush waits at most this long for more results to batch with.
-SETTLE_DELAY_SECONDS = 0.02
-#: ... and sends at most this many results in one statement.
-SETTLE_BATCH = 500
+#: What the jobs of a handler thread that died are failed with, so they are retried.
+THREAD_DIED_OUTPUT = {
+    "name": "HandlerThreadDied",
+    "message": "the worker thread running the job died before it finished (see the worker's log)",
+}
 #: Longest a fetch loop waits for more free slots while a handler thread may be idle.
 LOW_WATER_WAIT_SECONDS = 0.05
 #: Longest wait between reconnect attempts after a database error.
@@ -134,12 +137,20 @@ class Worker:
         self._lock = threading.Condition()
         self._stopping = threading.Event()
         self._aborting = threading.Event()
-        # SimpleQueue: every job passes through its queue's work queue and this one, and the C
-        # implementation costs a fraction of queue.Queue's Condition-based one per put and get.
-        self._settle_queue: queue_module.SimpleQueue[tuple[str, str, list[Job], Any]] = (
-            queue_module.SimpleQueue()
+        self._settler = Settler(
+            self.jobs,
+            self.stats,
+            labels={r.queue: r.label for r in self.registrations},
+            settled=self._settled,
+            trouble=self._database_trouble,
+            is_stopping=self._stopping.is_set,
         )
+        self._settle_queue = self._settler.queue
         self._threads: list[threading.Thread] = []
+        # Each handler thread with its queue, and the unit each one is running, so that the jobs
+        # of a thread that died can be found and failed.
+        self._handlers: dict[threading.Thread, _QueueState] = {}
+        self._current: dict[threading.Thread, tuple[str, list[Job]]] = {}
         self._listener: NotifyListener | None = None
         self._claimed_total = 0
 
@@ -156,12 +167,12 @@ class Worker:
             self._queues[registration.queue] = _QueueState(registration)
         for name, state in self._queues.items():
             for index in range(state.registration.concurrency):
-                self._spawn(f"pgboss-handler-{name}-{index}", self._handler_loop, state)
+                self._spawn_handler(state, f"pgboss-handler-{name}-{index}")
         notify_queues = [name for name, info in infos.items() if info.notify]
         if self.listen and notify_queues:
             self._listener = NotifyListener(self.boss.context, notify_queues, self._wake)
             self._listener.start()
-        self._spawn("pgboss-settler", self._settle_loop)
+        self._spawn("pgboss-settler", self._settler.run)
         self._spawn("pgboss-heartbeat", self._heartbeat_loop)
         for name in self._queues:
             self._spawn(f"pgboss-fetch-{name}", self._fetch_loop, name)
@@ -178,6 +189,7 @@ class Worker:
                     logger.info("burst: every queue is empty, stopping")
                     break
                 self._stopping.wait(0.1)
+                self._replace_dead_handlers()
         finally:
             self._shutdown()
         return self.stats
@@ -208,9 +220,14 @@ class Worker:
         self._stopping.set()
         self._wake_all()
         deadline = time.monotonic() + (0 if self._aborting.is_set() else self.grace_seconds)
-        with self._lock:
-            while self._in_flight_count() and time.monotonic() < deadline and not self._aborting.is_set():
+        while True:
+            # A thread that died holds jobs nobody runs: they are failed at once, not waited for.
+            self._replace_dead_handlers()
+            with self._lock:
+                if not self._in_flight_count() or time.monotonic() >= deadline or self._aborting.is_set():
+                    break
                 self._lock.wait(min(0.1, max(deadline - time.monotonic(), 0)))
+        with self._lock:
             leftovers = {name: list(state.in_flight.values()) for name, state in self._queues.items()}
             # They are failed below; nothing of this worker holds them any more (no heartbeat).
             for state in self._queues.values():
@@ -367,7 +384,14 @@ class Worker:
 
     # -- running handlers ----------------------------------------------------------------------
 
+    def _spawn_handler(self, state: _QueueState, name: str) -> None:
+        thread = threading.Thread(target=self._handler_loop, args=(state,), name=name, daemon=True)
+        self._handlers[thread] = state
+        thread.start()
+        self._threads.append(thread)
+
     def _handler_loop(self, state: _QueueState) -> None:
+        thread = threading.current_thread()
         try:
             while True:
                 try:
@@ -376,13 +400,54 @@ class Worker:
                     # Django closes obsolete connections around each unit of work. After a unit
                     # the handler already did (the finally below); before one only after idling,
                     # since back to back the previous unit's "after" is this one's "before".
-                    close_old_connections()
+                    _close_old_connections()
                     unit = state.work.get()
                 if unit is None:
                     return
+                self._current[thread] = unit
                 self._run_handler(*unit)
+        except BaseException:
+            # _run_handler keeps whatever a handler raises; this is a fault in the loop itself.
+            # The thread ends here, and _replace_dead_handlers() fails the jobs it held and starts
+            # another in its place.
+            logger.exception("handler thread %s of %s died", thread.name, state.registration.queue)
         finally:
             connections.close_all()
+
+    def _replace_dead_handlers(self) -> None:
+        """Fail the jobs of any handler thread that died and, unless stopping, start a replacement.
+
+        Without this a queue would keep claiming jobs for a thread that no longer runs them, look
+        healthy, and make a stop wait its whole grace period for jobs nobody is running.
+        """
+        for thread, state in list(self._handlers.items()):
+            if thread.is_alive():
+                continue
+            del self._handlers[thread]
+            with self._lock:
+                unit = self._current.pop(thread, None)
+                held = []
+                if unit is not None:
+                    name, jobs = unit
+                    held = [job for job in jobs if state.in_flight.pop(job.id, None) is not None]
+                    for job in held:
+                        state.last_touch.pop(job.id, None)
+                    state.free += 1
+                if held:
+                    state.unsettled += 1
+                    self._settle_queue.put(("fail", name, held, THREAD_DIED_OUTPUT))
+                self._lock.notify_all()
+            state.wake.set()
+            if self._stopping.is_set():
+                # Handler threads end at a stop: one that returned after its stop marker is not
+                # news, and none is replaced any more.
+                continue
+            logger.error(
+                "handler thread %s died%s; replaced it",
+                thread.name,
+                f" running job(s) {_ids(held)}, which were failed so they retry" if held else "",
+            )
+            self._spawn_handler(state, thread.name)
 
     def _run_handler(self, name: str, jobs: list[Job]) -> None:
         state = self._queues[name]
@@ -390,24 +455,31 @@ class Worker:
         settle = None
         try:
             result = registration.handler(jobs if registration.batch else jobs[0])
-        except Exception as exc:
+        except BaseException as exc:
+            # Every way a handler can end is the job's failure, SystemExit and KeyboardInterrupt
+            # included: signals reach only the main thread (which the command's own handlers
+            # serve), so in a handler thread these are the handler's own doing, and letting them
+            # through would end the thread without a word while the queue kept claiming for it.
             logger.info("job(s) %s of %s failed: %s: %s", _ids(jobs), name, type(exc).__name__, exc)
             settle = ("fail", name, jobs, exc)
         else:
             try:
                 encoded = to_json(output_value(result), "output")
-            except JobDataNotSerializable as exc:
-                message = (
+            except Exception as exc:
+                # JobDataNotSerializable, and RecursionError for a structure nested deeper than
+                # the encoder goes: the job fails with the reason, the thread carries on.
+                message = storable_text(
                     f"the handler {registration.label} returned a value that cannot be stored as JSON: {exc}"
                 )
                 logger.error("job(s) %s of %s: %s", _ids(jobs), name, message)
-                settle = ("fail", name, jobs, {"name": "JobDataNotSerializable", "message": message})
+                settle = ("fail", name, jobs, {"name": type(exc).__name__, "message": message})
             else:
                 output = None if encoded is None else EncodedOutput(encoded)
                 settle = ("complete", name, jobs, output)
         finally:
-            close_old_connections()
+            _close_old_connections()
             with self._lock:
+                self._current.pop(threading.current_thread(), None)
                 state.free += 1
                 for job in jobs:
                     state.in_flight.pop(job.id, None)
@@ -433,79 +505,6 @@ class Worker:
             with self._lock:
                 state.unsettled = max(state.unsettled - units, 0)
             state.wake.set()
-
-    def _settle_loop(self) -> None:
-        try:
-            self._settle_until_stopped()
-        finally:
-            connections.close_all()
-
-    def _settle_until_stopped(self) -> None:
-        pending: dict[str, list[tuple[Job, Any]]] = {}
-        counted: dict[str, int] = {}
-        failures = 0
-        stopping = False
-        while True:
-            try:
-                item = self._settle_queue.get(timeout=0.5)
-            except queue_module.Empty:
-                item = None
-            deadline = time.monotonic() + SETTLE_DELAY_SECONDS
-            # Gather what else arrives within the flush delay, so one statement settles a batch.
-            while item is not None:
-                kind, name, jobs, result = item
-                if kind == "stop":
-                    stopping = True
-                elif kind == "complete":
-                    pending.setdefault(name, []).extend((job, result) for job in jobs)
-                    counted.setdefault(name, 0)
-                    counted[name] += 1
-                else:
-                    self._fail(name, jobs, result)
-                    self._settled(name, 1)
-                if stopping or sum(map(len, pending.values())) >= SETTLE_BATCH:
-                    break
-                try:
-                    item = self._settle_queue.get(timeout=max(deadline - time.monotonic(), 0))
-                except queue_module.Empty:
-                    item = None
-            for name in list(pending):
-                try:
-                    settled = self.jobs.complete_each(name, pending[name])
-                    failures = 0
-                except DatabaseError as exc:
-                    failures += 1
-                    if stopping and failures > 5:
-                        logger.error("giving up settling %d job(s) of %s: %s", len(pending[name]), name, exc)
-                        del pending[name]
-                        self._settled(name, counted.pop(name, 0))
-                        continue
-                    self._database_trouble(f"completing jobs of {name}", exc, failures)
-                    continue
-                lost = len(pending[name]) - len(settled)
-                if lost:
-                    logger.warning(
-                        "%d job(s) of %s were not completed: their claim lapsed and another attempt holds them",
-                        lost,
-                        name,
-                    )
-                self.stats.add(completed=len(settled), lost=lost)
-                del pending[name]
-                self._settled(name, counted.pop(name, 0))
-            if stopping and not pending and self._settle_queue.empty():
-                return
-
-    def _fail(self, name: str, jobs: list[Job], output: Any) -> None:
-        for attempt in range(1, 6):
-            try:
-                failed = self.jobs.fail(name, jobs, output)
-                break
-            except DatabaseError as exc:
-                self._database_trouble(f"failing jobs of {name}", exc, attempt)
-        else:
-            logger.error("could not fail job(s) %s of %s; the monitor will expire them", _ids(jobs), name)
-            return
-        self.stats.add(failed=failed, lost=len(jobs) - failed)
 
     # -- heartbeats ----------------------------------------------------------------------------
 
@@ -547,6 +546,15 @@ class Worker:
                     )
             if self._aborting.is_set():
                 return
+
+
+def _close_old_connections() -> None:
+    """close_old_connections(), whose failure (a broken connection that will not even close) must
+    not end a handler thread: the next query reconnects."""
+    try:
+        close_old_connections()
+    except Exception:
+        logger.warning("closing an old database connection failed", exc_info=True)
 
 
 def _ids(jobs: list[Job]) -> str:

@@ -53,3 +53,32 @@ def batched(jobs):
 def live(job):
     _note(job, "start")
     return None
+
+
+@work("refused", concurrency=2, batch_size=10, polling_interval_seconds=0.2)
+def refused(job):
+    """Returns an output the database cannot store when the job asks for one."""
+    bad = job.data.get("bad")
+    if bad == "nul":
+        return {"t": "a\x00b"}
+    if bad == "surrogate":
+        return {"t": "\ud800"}
+    return {"n": job.data["n"]}
+
+
+@work("rude", concurrency=1, polling_interval_seconds=0.2)
+def rude(job):
+    """Ends in a way a handler should not (one thread, so a lost thread would stall the queue)."""
+    kind = job.data.get("kind")
+    if kind == "exit":
+        raise SystemExit(3)
+    if kind == "interrupt":
+        raise KeyboardInterrupt
+    if kind == "nul-error":
+        raise ValueError("bad\x00thing")
+    if kind == "deep":
+        value: list = []
+        for _ in range(10_000):
+            value = [value]
+        return {"deep": value}
+    return {"ok": job.data.get("n")}

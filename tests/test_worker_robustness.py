@@ -1,0 +1,166 @@
+"""What a handler result, a handler's way of ending, or a database refusal must not do to a worker:
+stop its completions, kill its threads, or stall its queue (issue 13, items 1 and 2)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+
+import pytest
+
+from django_pgboss import boss
+from django_pgboss.worker.registry import Registration
+from django_pgboss.worker.runner import Worker
+from tests.helpers import job_row, rows
+from tests.test_worker import run_worker, states, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: What a job whose output could not be stored says, whichever layer found out.
+UNSTORABLE = re.compile(r"cannot be stored|could not be stored")
+
+
+def outputs_by_n(name: str) -> dict[int, tuple[str, dict | None]]:
+    import json
+
+    return {
+        int(n): (state, json.loads(output) if output else None)
+        for n, state, output in rows(
+            "SELECT data->>'n', state::text, output FROM {s}.job WHERE name = %s", [name]
+        )
+    }
+
+
+def test_an_output_with_a_nul_or_a_lone_surrogate_fails_only_its_own_job():
+    """A worker process: the database refuses two outputs; every other job still completes."""
+    boss.create_queue("refused", retry_limit=0)
+    data = [{"n": n} for n in range(60)]
+    data[7]["bad"] = "nul"
+    data[23]["bad"] = "surrogate"
+    boss.insert("refused", [{"data": d} for d in data])
+    # Before the fix the settler retried the refused batch for ever: the burst never ended.
+    result = run_worker("--queue", "refused", "--burst", timeout=90)
+    assert result.returncode == 0, result.stderr
+    assert "58 completed, 2 failed" in result.stdout, result.stdout
+    outcomes = outputs_by_n("refused")
+    for n, (state, output) in outcomes.items():
+        if n in (7, 23):
+            assert state == "failed"
+            assert UNSTORABLE.search(output["message"]), output
+        else:
+            assert (state, output) == ("completed", {"n": n})
+
+
+@pytest.fixture
+def refusing_trigger():
+    """A site rule in the database that refuses any completion whose output holds "refuse_me"."""
+    rows(
+        """CREATE FUNCTION {s}.test_refuse_marked() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.output ? 'refuse_me' THEN
+            RAISE EXCEPTION 'refused by a site rule' USING ERRCODE = 'check_violation';
+          END IF;
+          RETURN NEW;
+        END $$"""
+    )
+    rows(
+        "CREATE TRIGGER test_refuse_marked BEFORE UPDATE ON {s}.job_common "
+        "FOR EACH ROW EXECUTE FUNCTION {s}.test_refuse_marked()"
+    )
+    yield
+    rows("DROP TRIGGER test_refuse_marked ON {s}.job_common")
+    rows("DROP FUNCTION {s}.test_refuse_marked()")
+
+
+def test_any_completion_the_database_refuses_is_isolated_to_its_own_job(refusing_trigger, caplog):
+    boss.create_queue("sited", retry_limit=0)
+    bad = {5, 41, 42, 97}
+    boss.insert("sited", [{"data": {"n": n}} for n in range(120)])
+    entered = threading.Barrier(4, timeout=30)
+
+    def handler(job):
+        if job.data["n"] < 4:
+            # The first four meet, so that their results (one of them refused) share a flush.
+            entered.wait()
+        return {"refuse_me": True} if job.data["n"] in bad else {"n": job.data["n"]}
+
+    registration = Registration("sited", handler, concurrency=4, batch_size=20, polling_interval_seconds=0.1)
+    worker = Worker([registration], burst=True)
+    with caplog.at_level(logging.WARNING, logger="django_pgboss.worker"):
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        thread.join(60)
+    assert not thread.is_alive(), "the worker never drained the queue"
+    assert (worker.stats.completed, worker.stats.failed) == (116, 4)
+    for n, (state, output) in outputs_by_n("sited").items():
+        if n in bad:
+            assert state == "failed"
+            assert "could not be stored" in output["message"]
+            assert "refused by a site rule" in output["message"]
+        else:
+            assert (state, output) == ("completed", {"n": n})
+    assert "refused by a site rule" in caplog.text
+
+
+def test_a_handler_that_exits_interrupts_or_returns_a_deep_structure_fails_its_job_and_keeps_its_thread():
+    """One handler thread: SystemExit, KeyboardInterrupt or a RecursionError must not take it away."""
+    boss.create_queue("rude", retry_limit=0)
+    kinds = ["exit", "interrupt", "deep", "nul-error"]
+    bad = {kind: boss.send("rude", {"kind": kind}) for kind in kinds}
+    good = boss.insert("rude", [{"data": {"n": n}} for n in range(5)], return_ids=True)
+    started = time.monotonic()
+    result = run_worker("--queue", "rude", "--burst", timeout=90)
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 60
+    assert "5 completed, 4 failed" in result.stdout, result.stdout + result.stderr
+    for job_id in good:
+        assert job_row(job_id, "state") == ("completed",)
+    for kind, name in (("exit", "SystemExit"), ("interrupt", "KeyboardInterrupt")):
+        state, output = job_row(bad[kind], "state", "output")
+        assert (state, output["name"]) == ("failed", name)
+        assert f"{name}" in output["traceback"] and "Traceback" in output["traceback"]
+    state, output = job_row(bad["deep"], "state", "output")
+    assert state == "failed"
+    assert UNSTORABLE.search(output["message"]), output
+    # The message of an exception holding a NUL survives, with the NUL spelled out.
+    state, output = job_row(bad["nul-error"], "state", "output")
+    assert (state, output["name"], output["message"]) == ("failed", "ValueError", "bad\\u0000thing")
+    assert "Traceback" in output["traceback"]
+
+
+def test_a_handler_thread_that_dies_anyway_is_replaced_and_a_stop_does_not_wait_for_it(monkeypatch, caplog):
+    boss.create_queue("mortal", retry_limit=1)
+    first = boss.send("mortal", {"n": 0})
+    original = Worker._run_handler
+    died = []
+
+    def dying(self, name, jobs):
+        if not died:
+            died.append(jobs[0].id)
+            # Raised outside the handler's own guard, as a bug in the loop itself would be.
+            raise SystemExit("the loop itself broke")
+        return original(self, name, jobs)
+
+    monkeypatch.setattr(Worker, "_run_handler", dying)
+    registration = Registration("mortal", lambda job: {"n": job.data["n"]}, polling_interval_seconds=0.1)
+    worker = Worker([registration], grace_seconds=30)
+    with caplog.at_level(logging.WARNING, logger="django_pgboss.worker"):
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        try:
+            wait_for(lambda: died, timeout=10)
+            # The job the dead thread held is failed, so it is retried; the replacement runs it.
+            wait_for(lambda: job_row(first, "state") == ("completed",), timeout=15)
+            later = boss.send("mortal", {"n": 1})
+            wait_for(lambda: job_row(later, "state") == ("completed",), timeout=10)
+        finally:
+            stopped_at = time.monotonic()
+            worker.stop()
+            thread.join(40)
+    assert not thread.is_alive()
+    assert time.monotonic() - stopped_at < 5, "the stop waited for a dead thread's job"
+    assert job_row(first, "retry_count") == (1,)
+    assert "handler thread" in caplog.text and "replaced" in caplog.text
+    assert states() == {"completed": 2}
