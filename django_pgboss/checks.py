@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
 from django.core.checks import Error, Tags, register
@@ -11,6 +11,9 @@ from django.db import connections
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import schema_name_problem
+
+if TYPE_CHECKING:
+    from django.db.backends.postgresql.base import DatabaseWrapper
 
 #: The oldest PostgreSQL pg-boss 12 supports.
 MIN_POSTGRES_VERSION = 13
@@ -81,7 +84,8 @@ def check_postgres_version(app_configs: Any = None, databases: Any = None, **kwa
     if connection.vendor != "postgresql":
         return []
     connection.ensure_connection()
-    major = connection.pg_version // 10000
+    # The vendor check above makes this Django's PostgreSQL wrapper, which has pg_version.
+    major = cast("DatabaseWrapper", connection).pg_version // 10000
     if major < MIN_POSTGRES_VERSION:
         return [
             Error(

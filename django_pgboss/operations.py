@@ -42,17 +42,21 @@ class RunPgBossSQL(Operation):
     """
 
     reduces_to_sql = True
-    reversible = True
 
     def __init__(self, filename: str, reverse_filename: str | None = None) -> None:
         self.filename = filename
         self.reverse_filename = reverse_filename
         self.hints: dict[str, Any] = {}
-        if reverse_filename is None:
-            self.reversible = False
         for name in filter(None, (filename, reverse_filename)):
             if not (SQL_DIR / name).is_file():
                 raise FileNotFoundError(f"RunPgBossSQL: {SQL_DIR / name} does not exist")
+
+    # A property, as Django's RunSQL has it: an operation is reversible when it has a reverse file.
+    # Operation declares ``reversible`` a class variable, hence the override ignore (django-stubs
+    # carries the same one on RunSQL).
+    @property
+    def reversible(self) -> bool:  # type: ignore[override]
+        return self.reverse_filename is not None
 
     def deconstruct(self) -> tuple[str, list[Any], dict[str, Any]]:
         kwargs = {"reverse_filename": self.reverse_filename} if self.reverse_filename else {}

@@ -8,7 +8,10 @@
 #   PYTHON   interpreter or version to test with (python3.11, 3.13, /path/to/python; default python3)
 #   DJANGO   pip requirement for Django (default "Django>=5.2")
 #   PGBOSS_SCHEMA  schema the suite migrates pg-boss into (default pgboss)
-#   LINT=1   run ruff (lint and format check) and build the docs strictly (mkdocs) before the tests
+#   LINT=1   before the tests: ruff (lint and format check), mypy (with django-stubs), the import
+#            contracts (import-linter) and the docs built strictly (mkdocs); then the tests with
+#            coverage, whose total it prints at the end
+#   COVERAGE=1  measure and print coverage without the other checks (COVERAGE=0 turns it off)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,13 +56,19 @@ fi
 echo "test.sh: Python $pyver, Django $("$venv/bin/python" -c 'import django; print(django.get_version())')" >&2
 
 if [ "${LINT:-0}" = 1 ]; then
+  # The docs and lint extras (mkdocs, mypy, django-stubs, import-linter) are installed only in the
+  # venvs that run these checks, and again whenever pyproject.toml changes.
+  if [ "$(cat "$venv/.installed-lint" 2>/dev/null)" != "$stamp" ]; then
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[test,docs,lint]" "$django_req"
+    echo "$stamp" >"$venv/.installed-lint"
+  fi
+  echo "test.sh: ruff" >&2
   "$venv/bin/ruff" check .
   "$venv/bin/ruff" format --check .
+  echo "test.sh: import contracts" >&2
+  "$venv/bin/lint-imports" --no-cache
   # The docs site, strictly: a broken link or anchor, or a page missing from the nav, fails.
-  # mkdocs (the docs extra) is installed only in the venvs that build the docs.
-  if [ ! -x "$venv/bin/mkdocs" ]; then
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[test,docs]" "$django_req"
-  fi
+  echo "test.sh: docs" >&2
   site_dir=$(mktemp -d)
   "$venv/bin/mkdocs" build --strict --quiet --site-dir "$site_dir"
   rm -rf "$site_dir"
@@ -124,10 +133,18 @@ for arg in "$@"; do
     *) if [ -e "${arg%%::*}" ]; then suite_paths+=("$arg"); else options+=("$arg"); fi ;;
   esac
 done
+# Coverage of django_pgboss over both runs (the second appends to the first's data), including the
+# Python subprocesses tests start (manage.py pgboss_work ...: pyproject.toml's coverage `patch`).
+coverage=${COVERAGE:-${LINT:-0}}
+coverage_options=()
+if [ "$coverage" = 1 ]; then
+  rm -f "$repo/.coverage"
+  coverage_options=(--cov --cov-append --cov-report=)
+fi
 statuses=()
 pytest_run() {
   local status=0
-  "$venv/bin/python" -m pytest --create-db "${options[@]}" "$@" || status=$?
+  "$venv/bin/python" -m pytest --create-db "${coverage_options[@]}" "${options[@]}" "$@" || status=$?
   statuses+=("$status")
 }
 if [ ${#suite_paths[@]} -gt 0 ] || [ ${#example_paths[@]} -eq 0 ]; then
@@ -141,6 +158,9 @@ if { [ ${#example_paths[@]} -gt 0 ] || [ ${#suite_paths[@]} -eq 0 ]; } &&
   ! { [ "$stop_early" = true ] && [ "${statuses[0]:-0}" != 0 ] && [ "${statuses[0]:-0}" != 5 ]; }; then
   echo "test.sh: the example project's tests (example_project/, --ds=example_project.settings)" >&2
   pytest_run --ds=example_project.settings "${example_paths[@]:-example_project}"
+fi
+if [ "$coverage" = 1 ] && [ -f "$repo/.coverage" ]; then
+  echo "test.sh: coverage of django_pgboss (lines and branches): $("$venv/bin/coverage" report --format=total)%" >&2
 fi
 # A failure anywhere fails the whole; "no tests collected" (5) only when neither run collected any
 # (a -k that matches tests of one run only is fine).

@@ -206,11 +206,11 @@ def line_chart(
                 f'<polyline points="{coordinates}" fill="none" stroke="{style.colour}" '
                 f'stroke-width="2.5"{dash} stroke-linejoin="round"/>'
             )
-        for (moment, value), (x, y) in zip(item.points, placed, strict=True):
-            if value is None or y is None:
+        for (moment, value), (x, point_y) in zip(item.points, placed, strict=True):
+            if value is None or point_y is None:
                 continue
             tip = f"{item.label}: {format_number(value)} {item.unit} at {format_time(moment, span)}"
-            parts.append(_marker(style.marker, x, y, style.colour, tip))
+            parts.append(_marker(style.marker, x, point_y, style.colour, tip))
         parts.append("</g>")
     # Legend under the axis: a line sample with its marker, then the name.
     legend_y = HEIGHT - 22

@@ -67,7 +67,8 @@ class _StatementCursor:
         if connection.execute_wrappers or connection.queries_logged:
             # Someone watches the queries (an execute_wrapper, DEBUG's query log, a test's
             # assertNumQueries): Django's own wrapper, so they see ours too.
-            return connection._prepare_cursor(cached[1])
+            # Django's own (private) wrapping step, which django-stubs does not declare.
+            return connection._prepare_cursor(cached[1])  # type: ignore[attr-defined]
         return cached[2]
 
     def __exit__(self, *exc_info: Any) -> None:

@@ -9,6 +9,8 @@ differently (``InvalidTaskError``); it is exported here as Django's ``InvalidTas
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 try:
     from django.tasks import DEFAULT_TASK_QUEUE_NAME, task, task_backends
     from django.tasks.backends.base import BaseTaskBackend
@@ -27,30 +29,33 @@ try:
 
     SOURCE = "django.tasks"
 except ImportError:
-    try:
-        from django_tasks import DEFAULT_TASK_QUEUE_NAME, task, task_backends
-        from django_tasks.backends.base import BaseTaskBackend
-        from django_tasks.base import (
-            TASK_MAX_PRIORITY,
-            TASK_MIN_PRIORITY,
-            Task,
-            TaskContext,
-            TaskError,
-            TaskResult,
-            TaskResultStatus,
-        )
-        from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend
-        from django_tasks.exceptions import InvalidTaskError as InvalidTask
-        from django_tasks.exceptions import TaskResultDoesNotExist
-        from django_tasks.signals import task_enqueued, task_finished, task_started
-        from django_tasks.utils import normalize_json
-    except ImportError as exc:
-        raise ImportError(
-            "django_pgboss's tasks backend needs Django's task framework: Django 6 or newer "
-            '(django.tasks), or on Django 5.2 the django-tasks backport (pip install "django-pgboss[tasks]")'
-        ) from exc
+    # The type checker reads Django's own framework (django-stubs declares it); the backport's
+    # twins of the same names would only be reported as redefinitions, so it skips this branch.
+    if not TYPE_CHECKING:
+        try:
+            from django_tasks import DEFAULT_TASK_QUEUE_NAME, task, task_backends
+            from django_tasks.backends.base import BaseTaskBackend
+            from django_tasks.base import (
+                TASK_MAX_PRIORITY,
+                TASK_MIN_PRIORITY,
+                Task,
+                TaskContext,
+                TaskError,
+                TaskResult,
+                TaskResultStatus,
+            )
+            from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend
+            from django_tasks.exceptions import InvalidTaskError as InvalidTask
+            from django_tasks.exceptions import TaskResultDoesNotExist
+            from django_tasks.signals import task_enqueued, task_finished, task_started
+            from django_tasks.utils import normalize_json
+        except ImportError as exc:
+            raise ImportError(
+                "django_pgboss's tasks backend needs Django's task framework: Django 6 or newer "
+                '(django.tasks), or on Django 5.2 the django-tasks backport (pip install "django-pgboss[tasks]")'
+            ) from exc
 
-    SOURCE = "django_tasks"
+        SOURCE = "django_tasks"
 
 __all__ = [
     "DEFAULT_TASK_QUEUE_NAME",
