@@ -58,9 +58,9 @@ from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.conf import pgboss_settings  # noqa: E402
 from django_pgboss.db.identifiers import schema_key  # noqa: E402
 from django_pgboss.monitor.supervisor import CHUNK_SIZE, EXPIRED_OUTPUT  # noqa: E402
-from django_pgboss.options import to_json  # noqa: E402
 from django_pgboss.plans import maintenance as maintenance_plans  # noqa: E402
 from django_pgboss.plans import stats as stats_plans  # noqa: E402
+from django_pgboss.wire import to_json  # noqa: E402
 
 QUEUES = [f"bench_sup_{i:03d}" for i in range(100)]
 PARTITIONED = set(QUEUES[::10])

@@ -23,8 +23,8 @@ from django_pgboss.api.jobs import JobStore
 from django_pgboss.api.queues import QueueStore
 from django_pgboss.api.schedules import Schedule, ScheduleStore
 from django_pgboss.api.sending import JobSender
+from django_pgboss.arguments import JobReference
 from django_pgboss.db.context import DatabaseContext
-from django_pgboss.payloads import JobReference
 from django_pgboss.records import Job, PassReport, QueueInfo, StatsPoint
 
 

@@ -14,17 +14,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django_pgboss import arguments
+from django_pgboss.arguments import attempt_references
+from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_job_table
 from django_pgboss.exceptions import (
     InvalidJobReference,
     InvalidOption,
-    InvalidTimestamp,
     NotADeadLetterQueue,
     QueueNotFound,
 )
-from django_pgboss.options import to_json, validate_queue_name
-from django_pgboss.payloads import attempt_references, int_option
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import redrive as redrive_plans
 from django_pgboss.records import Job, job_from_row
@@ -198,12 +198,12 @@ class DeadLetters:
             "name": dlq_name,
             "destination": destination,
             "source_name": source_name,
-            "data": to_json(data, "data filter"),
-            "created_before": _moment(created_before, "created_before"),
+            "data": arguments.data_filter(data),
+            "created_before": arguments.moment(created_before, "created_before"),
             "ids": id_list,
         }
         if limit is not None:
-            int_option("limit", limit, minimum=1)
+            arguments.limit("limit", limit)
             params["limit"] = limit
         return params
 
@@ -232,20 +232,3 @@ class DeadLetters:
                 if cursor.fetchone() is None:
                     raise QueueNotFound(f"destination queue {destination!r} does not exist")
         return table
-
-
-def _moment(value: object, option: str) -> dt.datetime | None:
-    """A datetime, date or ISO 8601 string as an aware datetime (naive ones are taken as UTC)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            value = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
-        except ValueError:
-            raise InvalidTimestamp(f"{option} {value!r} is not an ISO 8601 date or datetime") from None
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
-    if isinstance(value, dt.date):
-        return dt.datetime.combine(value, dt.time(), tzinfo=dt.UTC)
-    raise InvalidTimestamp(f"{option} must be a datetime, a date or an ISO 8601 string, not {value!r}")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django_pgboss import arguments
 from django_pgboss.api.sending import JobSender
+from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.db.context import DatabaseContext
-from django_pgboss.exceptions import InvalidOption
-from django_pgboss.options import validate_queue_name
 from django_pgboss.plans import events as event_plans
 
 
@@ -23,7 +23,7 @@ class EventStore:
 
     def subscribe(self, event: str, name: str) -> None:
         """See Boss.subscribe()."""
-        event_name(event)
+        arguments.event_name(event)
         validate_queue_name(name)
         self.context.route(name)  # QueueNotFound rather than a foreign-key error
         with self.context.cursor() as cursor:
@@ -31,23 +31,18 @@ class EventStore:
 
     def unsubscribe(self, event: str, name: str) -> None:
         """See Boss.unsubscribe()."""
-        event_name(event)
+        arguments.event_name(event)
         validate_queue_name(name)
         with self.context.cursor() as cursor:
             cursor.execute(event_plans.unsubscribe(self.context.quoted_schema), [event, name])
 
     def publish(self, event: str, data: Any = None, **options: Any) -> dict[str, str | None]:
         """See Boss.publish()."""
-        event_name(event)
+        arguments.event_name(event)
+        # Checked before anything is read, so bad data is refused even with no subscriber.
+        arguments.job_payload(data, options, where="publish()")
         with self.context.atomic():
             with self.context.cursor() as cursor:
                 cursor.execute(event_plans.subscribed_queues(self.context.quoted_schema), [event])
                 names = [row[0] for row in cursor.fetchall()]
             return {name: self.sender.send(name, data, **options) for name in names}
-
-
-def event_name(event: object) -> str:
-    """Check an event name: a non-empty string; raises InvalidOption."""
-    if not isinstance(event, str) or not event:
-        raise InvalidOption(f"event must be a non-empty string, not {event!r}")
-    return event

@@ -14,21 +14,15 @@ from typing import Any
 
 from django.db import IntegrityError
 
+from django_pgboss import arguments
+from django_pgboss.arguments import JobReference, attempt_references, job_attempt
+from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import InvalidJobReference, InvalidOption
-from django_pgboss.options import to_json, validate_queue_name
-from django_pgboss.payloads import (
-    EncodedOutput,
-    JobReference,
-    attempt_references,
-    group_limits,
-    int_option,
-    job_attempt,
-    output_value,
-)
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import settle as settle_plans
 from django_pgboss.records import Job, job_from_row
+from django_pgboss.wire import EncodedOutput, output_value, to_json
 
 
 class JobStore:
@@ -52,23 +46,19 @@ class JobStore:
     ) -> list[Job]:
         """See Boss.fetch()."""
         validate_queue_name(name)
-        int_option("batch_size", batch_size, minimum=1)
-        for option, value in (
-            ("include_metadata", include_metadata),
-            ("ignore_start_after", ignore_start_after),
-        ):
-            if not isinstance(value, bool):
-                raise InvalidOption(f"{option} must be True or False, not {value!r}")
+        arguments.limit("batch_size", batch_size)
+        arguments.boolean("include_metadata", include_metadata)
+        arguments.boolean("ignore_start_after", ignore_start_after)
         params: dict[str, Any] = {"name": name, "batch_size": batch_size}
         for option, value in (("min_priority", min_priority), ("max_priority", max_priority)):
             if value is not None:
-                int_option(option, value, minimum=-(2**31))
+                arguments.integer(option, value, minimum=arguments.INT4_MIN)
                 params[option] = value
         if min_priority is not None and max_priority is not None and min_priority > max_priority:
             raise InvalidOption(f"min_priority {min_priority} is above max_priority {max_priority}")
         tiers = None
         if group_concurrency is not None:
-            limit, tiers = group_limits(group_concurrency)
+            limit, tiers = arguments.group_limits(group_concurrency)
             params["group_limit"] = limit
             if tiers:
                 params["group_tiers"] = to_json(tiers, "group_concurrency tiers")
@@ -105,8 +95,7 @@ class JobStore:
         self, name: str, jobs: JobReference, output: Any = None, *, include_queued: bool = False
     ) -> int:
         """See Boss.complete()."""
-        if not isinstance(include_queued, bool):
-            raise InvalidOption(f"include_queued must be True or False, not {include_queued!r}")
+        arguments.boolean("include_queued", include_queued)
         plan = functools.partial(settle_plans.complete_jobs, include_queued=include_queued)
         return self._settle(name, jobs, "complete", plan, output=output)
 
@@ -215,17 +204,15 @@ class JobStore:
     ) -> list[Job]:
         """See Boss.find_jobs()."""
         validate_queue_name(name)
-        int_option("limit", limit, minimum=1)
+        arguments.limit("limit", limit)
         params: list[Any] = [name]
         if id is not None:
             (job_id,), _ = attempt_references(id, "find_jobs")
             params.append(job_id)
         if key is not None:
-            if not isinstance(key, str):
-                raise InvalidOption(f"key must be a string, not {key!r}")
-            params.append(key)
+            params.append(arguments.text("key", key))
         if data is not None:
-            params.append(to_json(data, "data filter"))
+            params.append(arguments.data_filter(data))
         params.append(limit)
         context = self.context
         sql = job_plans.find_jobs(

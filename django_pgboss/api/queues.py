@@ -13,20 +13,17 @@ from typing import Any
 
 from django.db import IntegrityError
 
+from django_pgboss import arguments
+from django_pgboss.arguments import queue_name as validate_queue_name
+from django_pgboss.arguments import queue_options as validate_queue_options
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import QueuePolicy
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import DeadLetterQueueNotFound, InvalidOption, QueueInUse, QueueNotFound
-from django_pgboss.options import (
-    to_json,
-    to_pgboss_options,
-    validate_queue_name,
-    validate_queue_options,
-)
-from django_pgboss.payloads import int_option
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import stats as stats_plans
 from django_pgboss.records import QueueInfo, StatsPoint
+from django_pgboss.wire import to_json, to_wire
 
 
 def require_dead_letter(context: DatabaseContext, cursor: Any, dead_letter: str) -> None:
@@ -47,7 +44,7 @@ class QueueStore:
         validate_queue_name(name)
         options.setdefault("policy", QueuePolicy.STANDARD.value)
         validate_queue_options(name, options, creating=True)
-        payload = to_pgboss_options(options)
+        payload = to_wire(options)
         context = self.context
         with context.atomic(), context.cursor() as cursor:
             if options.get("dead_letter") is not None:
@@ -68,7 +65,7 @@ class QueueStore:
                 require_dead_letter(context, cursor, options["dead_letter"])
             cursor.execute(
                 queue_plans.update_queue(context.quoted_schema),
-                [to_json(to_pgboss_options(options), "options"), name],
+                [to_json(to_wire(options), "options"), name],
             )
             if cursor.rowcount == 0:
                 raise QueueNotFound(f"queue {name!r} does not exist")
@@ -128,14 +125,18 @@ class QueueStore:
     ) -> list[StatsPoint]:
         """See Boss.get_queue_stats()."""
         validate_queue_name(name)
-        int_option("limit", limit, minimum=1)
-        if limit > 100_000:
-            raise InvalidOption(f"limit must be at most 100000, not {limit}")
+        arguments.limit("limit", limit, maximum=100_000)
         for option, value in (("start", start), ("end", end)):
             if value is not None and not isinstance(value, dt.datetime):
                 raise InvalidOption(f"{option} must be a datetime, not {value!r}")
         if aggregate not in stats_plans.GAUGE_AGGREGATES:
             raise InvalidOption(f"aggregate must be 'max', 'min' or 'avg', not {aggregate!r}")
+        width = None
+        if bucket_seconds is not None or max_data_points is not None:
+            option = "bucket_seconds" if bucket_seconds is not None else "max_data_points"
+            width = arguments.integer(
+                option, bucket_seconds if bucket_seconds is not None else max_data_points, minimum=1
+            )
         info = self.get_queue(name)
         if info is None:
             raise QueueNotFound(f"queue {name!r} does not exist")
@@ -153,10 +154,7 @@ class QueueStore:
             return [StatsPoint(*gauges, None, None, None, None, None, info.monitor_on)]
         params: dict[str, Any] = {"name": name, "start": start, "end": end, "limit": limit}
         schema = self.context.quoted_schema
-        if bucket_seconds is not None or max_data_points is not None:
-            option = "bucket_seconds" if bucket_seconds is not None else "max_data_points"
-            width = bucket_seconds if bucket_seconds is not None else max_data_points
-            int_option(option, width, minimum=1)
+        if width is not None:
             params["width"] = width
             sql = stats_plans.queue_stats_buckets(schema, aggregate, auto=bucket_seconds is None)
         else:

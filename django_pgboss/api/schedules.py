@@ -21,26 +21,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 from django.db import IntegrityError
 
+from django_pgboss import arguments
 from django_pgboss.api.queues import QueueStore
+from django_pgboss.arguments import job_payload
+from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
-from django_pgboss.options import QUEUE_NAME_PATTERN, SHARED_OPTIONS, to_json, validate_queue_name
-from django_pgboss.payloads import SEND_OPTIONS, job_payload
 from django_pgboss.plans import schedules as schedule_plans
+from django_pgboss.wire import SEND_OPTIONS, schedule_options_from_wire, schedule_options_to_wire, to_json
 
 MISSED_POLICIES = ("skip", "once")
-
-#: send() option -> the name pg-boss stores in a schedule's options (and reads back to send).
-_TO_PGBOSS = {
-    **SHARED_OPTIONS,
-    "priority": "priority",
-    "start_after": "startAfter",
-    "singleton_key": "singletonKey",
-    "singleton_seconds": "singletonSeconds",
-    "singleton_next_slot": "singletonNextSlot",
-    "id": "id",
-}
-_FROM_PGBOSS = {value: key for key, value in _TO_PGBOSS.items()}
 
 
 @dataclass(frozen=True)
@@ -97,22 +87,14 @@ class ScheduleStore:
         """See Boss.schedule()."""
         validate_queue_name(name)
         parse_cron(cron, tz)
-        if key and (not isinstance(key, str) or not QUEUE_NAME_PATTERN.match(key)):
-            raise InvalidOption(
-                f"key {key!r} can only contain letters, digits, underscores, hyphens, periods or slashes"
-            )
+        key = arguments.schedule_key(key)
         if missed not in MISSED_POLICIES:
             raise InvalidOption(f"missed must be one of: {', '.join(MISSED_POLICIES)}")
         unknown = sorted(set(send_options) - SEND_OPTIONS)
         if unknown:
             raise InvalidOption(f"schedule(): unknown option(s) {', '.join(unknown)}")
         job_payload(data, dict(send_options), where="schedule()")  # validates data and every option
-        options = {"tz": tz, "key": key, "missed": missed}
-        for option, value in send_options.items():
-            if option in ("group_id", "group_tier"):
-                options.setdefault("group", {})["id" if option == "group_id" else "tier"] = value
-            elif value is not None:
-                options[_TO_PGBOSS[option]] = value
+        options = {"tz": tz, "key": key, "missed": missed, **schedule_options_to_wire(send_options)}
         if QueueStore(self.context).get_queue(name) is None:
             raise QueueNotFound(f"queue {name!r} does not exist; create it before scheduling jobs to it")
         with self.context.cursor() as cursor:
@@ -177,9 +159,4 @@ def get_schedules(boss: Any, name: str | None = None) -> list[Schedule]:
 
 def send_options(options: dict[str, Any]) -> dict[str, Any]:
     """A schedule's stored options (pg-boss's names) as send() options."""
-    result = {_FROM_PGBOSS[key]: value for key, value in options.items() if key in _FROM_PGBOSS}
-    group = options.get("group")
-    if isinstance(group, dict):
-        result["group_id"] = group.get("id")
-        result["group_tier"] = group.get("tier")
-    return result
+    return schedule_options_from_wire(options)

@@ -13,13 +13,14 @@ from typing import Any
 from django.db import DatabaseError
 
 from django_pgboss.api.queues import require_dead_letter
+from django_pgboss.arguments import job_payload
+from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.constants import QueuePolicy
 from django_pgboss.db.context import DatabaseContext, sqlstate
 from django_pgboss.db.identifiers import schema_key
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
-from django_pgboss.options import to_json, validate_queue_name
-from django_pgboss.payloads import job_payload, payload_json, single_job_params
 from django_pgboss.plans import jobs as job_plans
+from django_pgboss.wire import encode_jobs, single_job_params
 
 #: SQLSTATEs that mean a cached queue table is out of date: the table is gone (undefined_table), or
 #: job_common refused a row whose queue now has a partition of its own (check_violation).
@@ -38,19 +39,19 @@ class JobSender:
         job = job_payload(data, options)
         context = self.context
         route = context.route(name)
-        if route.policy == QueuePolicy.KEY_STRICT_FIFO and not job.get("singletonKey"):
+        if route.policy == QueuePolicy.KEY_STRICT_FIFO and not job.get("singleton_key"):
             raise InvalidOption(f"queue {name!r} is key_strict_fifo: every job needs a singleton_key")
-        if job.get("deadLetter") is not None:
+        if job.get("dead_letter") is not None:
             with context.cursor() as cursor:
-                require_dead_letter(context, cursor, job["deadLetter"])
+                require_dead_letter(context, cursor, job["dead_letter"])
         job_id = self._insert(name, [job], returning=True)
         if job_id or not options.get("singleton_next_slot"):
             return job_id[0] if job_id else None
         # The current slot is taken: a debounced job goes into the next one, starting when it opens.
         with context.cursor() as cursor:
-            cursor.execute(job_plans.debounce_delay(context.quoted_schema), [job["singletonSeconds"]])
+            cursor.execute(job_plans.debounce_delay(context.quoted_schema), [job["singleton_seconds"]])
             delay = cursor.fetchone()[0]
-        job = {**job, "startAfter": f"{delay} seconds", "singletonOffset": job["singletonSeconds"]}
+        job = {**job, "start_after": f"{delay} seconds", "singleton_offset": job["singleton_seconds"]}
         job_id = self._insert(name, [job], returning=True)
         return job_id[0] if job_id else None
 
@@ -100,9 +101,9 @@ class JobSender:
             payload.append(item)
         context = self.context
         route = context.route(name)
-        if route.policy == QueuePolicy.KEY_STRICT_FIFO and any(not j.get("singletonKey") for j in payload):
+        if route.policy == QueuePolicy.KEY_STRICT_FIFO and any(not j.get("singleton_key") for j in payload):
             raise InvalidOption(f"queue {name!r} is key_strict_fifo: every job needs a singleton_key")
-        for dead_letter in {j["deadLetter"] for j in payload if j.get("deadLetter") is not None}:
+        for dead_letter in {j["dead_letter"] for j in payload if j.get("dead_letter") is not None}:
             with context.cursor() as cursor:
                 require_dead_letter(context, cursor, dead_letter)
         if not payload:
@@ -111,7 +112,7 @@ class JobSender:
         return ids if return_ids else None
 
     def insert_slotted(self, name: str, jobs: list[dict[str, Any]]) -> int:
-        """Insert jobs that name their throttle slot ("__singletonSlot"); for the cron pass only.
+        """Insert jobs that name their throttle slot ("singleton_slot"); for the cron pass only.
 
         Returns how many were inserted: a slot already taken drops its job.
         """
@@ -120,7 +121,7 @@ class JobSender:
         with context.cursor() as cursor:
             cursor.execute(
                 job_plans.insert_jobs(context.quoted_schema, route.table, returning=False, slots=True),
-                [to_json(jobs, "jobs"), name],
+                [encode_jobs(jobs), name],
             )
             return cursor.rowcount
 
@@ -154,7 +155,7 @@ class JobSender:
                     or attempt == 2
                     or route.policy != QueuePolicy.STANDARD
                     or job.get("id") is not None
-                    or job.get("singletonSeconds") is not None
+                    or job.get("singleton_seconds") is not None
                 )
                 params: Any = single_job_params(name, job)
                 sql = job_plans.insert_job(
@@ -163,7 +164,7 @@ class JobSender:
                 stale = STALE_TABLE_SQLSTATES if on_conflict else STALE_TABLE_SQLSTATES | {"23505"}
                 fetch_ids = True
             else:
-                body = body or "[" + ",".join(payload_json(job) for job in payload) + "]"
+                body = body or encode_jobs(payload)
                 params = [body, name]
                 if route.notify:
                     params += [schema_key(context.schema), name]

@@ -12,13 +12,13 @@ import threading
 from collections.abc import Callable, Iterable
 
 from django_pgboss.api.queues import QueueStore
+from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
 from django_pgboss.monitor.loop import run_periodically
 from django_pgboss.monitor.supervisor import supervise
 from django_pgboss.monitor.timekeeper import CRON_INTERVAL_SECONDS, CronReport, Timekeeper
-from django_pgboss.options import validate_queue_name
 from django_pgboss.records import PassReport
 
 logger = logging.getLogger("django_pgboss.monitor")

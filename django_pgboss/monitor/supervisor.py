@@ -24,14 +24,15 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier, quote_job_table
-from django_pgboss.options import to_json, validate_queue_name
 from django_pgboss.plans import maintenance as maintenance_plans
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import stats as stats_plans
 from django_pgboss.records import PassReport
+from django_pgboss.wire import to_json
 
 logger = logging.getLogger("django_pgboss.monitor")
 

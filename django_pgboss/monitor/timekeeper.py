@@ -125,8 +125,8 @@ class Timekeeper:
                                 "options": item.options,
                                 "slot": slot,
                             },
-                            "singletonKey": item.name.replace("_", "\\_") + "__" + item.key,
-                            "__singletonSlot": slot,
+                            "singleton_key": item.name.replace("_", "\\_") + "__" + item.key,
+                            "singleton_slot": slot,
                         }
                     )
             if jobs:

@@ -43,6 +43,9 @@ from django.utils.module_loading import import_string
 
 from django_pgboss import exceptions
 from django_pgboss.api.boss import Boss
+from django_pgboss.arguments import job_payload
+from django_pgboss.arguments import queue_name as validate_queue_name
+from django_pgboss.arguments import queue_options as validate_queue_options
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import (
     DeadLetterQueueNotFound,
@@ -53,8 +56,6 @@ from django_pgboss.exceptions import (
     TaskNotEnqueued,
     TaskNotFound,
 )
-from django_pgboss.options import to_json, validate_queue_name, validate_queue_options
-from django_pgboss.payloads import job_payload
 from django_pgboss.plans import tasks as task_plans
 from django_pgboss.records import Job, job_from_row
 from django_pgboss.tasks.compat import (
@@ -74,6 +75,7 @@ from django_pgboss.tasks.compat import (
     task_finished,
     task_started,
 )
+from django_pgboss.wire import to_json
 from django_pgboss.worker.registry import Registration, validated
 
 #: Who ran an attempt, as TaskResult.worker_ids lists it: this host and process.

@@ -17,8 +17,7 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from django_pgboss.options import to_json
-from django_pgboss.payloads import output_value
+from django_pgboss.wire import output_value, to_json
 
 # SQLSTATE classes of trouble that says nothing about the statement's values: connection
 # exceptions (08), invalid transaction state (25: a read-only standby after a failover), transaction

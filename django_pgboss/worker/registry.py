@@ -9,8 +9,9 @@ from typing import Any
 
 from django.utils.module_loading import autodiscover_modules
 
+from django_pgboss import arguments
+from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.exceptions import InvalidOption
-from django_pgboss.options import validate_queue_name
 
 Handler = Callable[[Any], Any]
 
@@ -55,16 +56,11 @@ def validated(registration: Registration) -> Registration:
     validate_queue_name(registration.queue, "queue")
     if not callable(registration.handler):
         raise InvalidOption(f"the handler for queue {registration.queue!r} is not callable")
-    for option in ("batch_size", "concurrency"):
-        value = getattr(registration, option)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidOption(f"{option} must be an integer >= 1, not {value!r}")
-    interval = registration.polling_interval_seconds
-    if isinstance(interval, bool) or not isinstance(interval, int | float) or interval < 0.1:
-        raise InvalidOption(f"polling_interval_seconds must be a number >= 0.1, not {interval!r}")
-    for option in ("include_metadata", "batch"):
-        if not isinstance(getattr(registration, option), bool):
-            raise InvalidOption(f"{option} must be True or False")
+    arguments.limit("batch_size", registration.batch_size)
+    arguments.integer("concurrency", registration.concurrency, minimum=1)
+    arguments.number("polling_interval_seconds", registration.polling_interval_seconds, minimum=0.1)
+    arguments.boolean("include_metadata", registration.include_metadata)
+    arguments.boolean("batch", registration.batch)
     return registration
 
 

@@ -29,9 +29,8 @@ from django.db import DatabaseError, close_old_connections, connections
 from django_pgboss.api.boss import Boss
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.exceptions import QueueNotFound
-from django_pgboss.options import to_json
-from django_pgboss.payloads import EncodedOutput, output_value
 from django_pgboss.records import Job
+from django_pgboss.wire import EncodedOutput, output_value, to_json
 from django_pgboss.worker.listener import NotifyListener
 from django_pgboss.worker.outcomes import storable_text
 from django_pgboss.worker.registry import Registration

@@ -15,6 +15,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from django_pgboss import arguments
+from django_pgboss.exceptions import InvalidOption
 from django_pgboss.management.console import configure_logging
 from django_pgboss.version import version_text
 from django_pgboss.worker.launch import LaunchError, build_worker
@@ -54,8 +56,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         for option in ("concurrency", "batch_size", "max_jobs"):
             value = options[option]
-            if value is not None and value < 1:
-                raise CommandError(f"--{option.replace('_', '-')} must be at least 1, not {value}")
+            if value is not None:
+                flag = f"--{option.replace('_', '-')}"
+                if value < 1:
+                    raise CommandError(f"{flag} must be at least 1, not {value}")
+                try:
+                    arguments.integer(flag, value, minimum=1)
+                except InvalidOption as exc:
+                    raise CommandError(str(exc)) from None
         if options["grace_seconds"] < 0:
             raise CommandError(f"--grace-seconds must be >= 0, not {options['grace_seconds']}")
         try:
