@@ -129,11 +129,12 @@ def debounce_delay(schema: str) -> str:
 
     Parameter: the slot length in seconds. A debounced send whose slot is taken is put in the next
     slot and must not start before it; pg-boss waits one extra second for slots longer than a
-    second so the job lands inside its slot.
+    second so the job lands inside its slot. In bigint: a slot of 2^31 - 1 seconds plus that extra
+    second is past int4.
     """
     return f"""
-    SELECT greatest(s - mod(floor(extract(epoch FROM {schema}.job_now()))::bigint, s)::int, 1) + (s > 1)::int
-    FROM (SELECT %s::int AS s) slot
+    SELECT greatest(s - mod(floor(extract(epoch FROM {schema}.job_now()))::bigint, s), 1) + (s > 1)::int
+    FROM (SELECT %s::bigint AS s) slot
     """
 
 

@@ -14,6 +14,9 @@ import functools
 # against 54 ms for 5,000 jobs); it is always paired with state = 'active'.
 ATTEMPT_FENCE = "AND state = 'active' AND (id::text || ':' || retry_count::text) = ANY(%s::text[])"
 
+# The longest retry wait, in seconds: the largest retry_delay an int4 column holds (68 years).
+RETRY_DELAY_CEILING = 2**31 - 1
+
 # What every settle returns: how many jobs it changed.
 _COUNT = "SELECT count(*) FROM results"
 
@@ -91,7 +94,13 @@ def fail_statement(schema: str, table: str, where: str) -> str:
     retry): ON CONFLICT drops such a retry, and the job is then re-inserted as failed for good, so
     nothing is lost. The retry waits retry_delay seconds, or with retry_backoff
     max(retry_delay, 1) * 2^(n-1) * (1 + random()) for the n-th attempt (n capped at 16), at most
-    retry_delay_max. retry_count is left alone: the next claim counts the attempt.
+    retry_delay_max, and never more than 2^31 - 1 seconds (RETRY_DELAY_CEILING). retry_count is left
+    alone: the next claim counts the attempt.
+
+    The ceiling makes the backoff saturate instead of overflowing: 2^16 times a retry_delay near
+    2^31 seconds is far past the largest interval (about 292,000 years), and one such row would make
+    this statement raise "interval out of range", in fail() and in every monitor pass that expires
+    the job, for every queue the pass covers.
 
     A job failed for good is copied, as a new job, into its dead_letter queue (through the parent
     table, since that queue may have a partition of its own), taking that queue's settings and
@@ -107,7 +116,8 @@ def fail_statement(schema: str, table: str, where: str) -> str:
           retry_delay_max,
           GREATEST(retry_delay, 1) * (
             2 ^ LEAST(16, retry_count + 1) / 2 + 2 ^ LEAST(16, retry_count + 1) / 2 * random()
-          )
+          ),
+          {RETRY_DELAY_CEILING}
         ) * interval '1s'
       END"""
 
@@ -211,12 +221,13 @@ def retry_jobs(schema: str, table: str) -> str:
     """Give failed jobs one more attempt. Parameters: name, ids.
 
     The limit grows by one and the job waits to retry at once; its next claim counts the attempt,
-    and if that attempt fails too, it is dead-lettered again.
+    and if that attempt fails too, it is dead-lettered again. A limit already at int4's largest
+    value stays there rather than overflowing.
     """
     return f"""
     WITH results AS (
       UPDATE {schema}.{table}
-      SET state = 'retry', retry_limit = retry_limit + 1, completed_on = NULL
+      SET state = 'retry', retry_limit = LEAST(retry_limit::bigint + 1, 2147483647), completed_on = NULL
       WHERE name = %s AND id = ANY(%s::uuid[]) AND state = 'failed'
       RETURNING id
     )
