@@ -29,7 +29,7 @@ from django_pgboss import (
 from django_pgboss.conf import pgboss_settings
 from tests.helpers import count_jobs, job_row, rows
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.queue("dlq")]
 
 
 def dead_letter(queue: str, data=None, **send_options) -> str:
@@ -55,9 +55,9 @@ def queue_snapshot() -> list[tuple]:
 
 
 @pytest.fixture
-def dlq():
-    boss.create_queue("dlq")
-    return "dlq"
+def dlq(queue):
+    """The dead-letter queue the tests redrive from: the shared queue fixture, named "dlq"."""
+    return queue
 
 
 # -- preview ----------------------------------------------------------------------------------
