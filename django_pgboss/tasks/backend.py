@@ -34,7 +34,7 @@ import traceback
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.utils import timezone
@@ -155,9 +155,11 @@ class PgBossTask(Task):
         unknown = sorted(set(options) - set(TASK_JOB_OPTIONS))
         if unknown:
             raise TypeError(f"using() got unknown option(s) {', '.join(unknown)}")
-        # Task's own using(), called explicitly: a slotted dataclass cannot use bare super().
-        task = Task.using(
-            self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
+        # Task's own using(), called explicitly: a slotted dataclass cannot use bare super(). It
+        # returns a copy of self, so a PgBossTask.
+        task = cast(
+            "PgBossTask",
+            Task.using(self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend),
         )
         changes = {name: value for name, value in options.items() if value is not None}
         return replace(task, **changes) if changes else task
@@ -262,7 +264,7 @@ class PgBossBackend(BaseTaskBackend):
         job_id = str(uuid.uuid4())
         try:
             # TaskResult turns the arguments into JSON types (tuples into lists ...) or raises.
-            result = TaskResult(
+            result: TaskResult[Any, Any] = TaskResult(
                 task=task,
                 id=job_id,
                 status=TaskResultStatus.READY,
@@ -352,7 +354,7 @@ class PgBossBackend(BaseTaskBackend):
         finished = (
             job.completed_on if status in (TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED) else None
         )
-        result = TaskResult(
+        result: TaskResult[Any, Any] = TaskResult(
             task=self._task_of(job),
             id=job.id,
             status=status,
@@ -429,7 +431,7 @@ class PgBossBackend(BaseTaskBackend):
         history = _History.of(job)
         errors = history.errors
         worker_ids = [*_padded(history.worker_ids, job.retry_count), WORKER_ID]
-        result = TaskResult(
+        result: TaskResult[Any, Any] = TaskResult(
             task=task,
             id=job.id,
             status=TaskResultStatus.RUNNING,
@@ -535,7 +537,7 @@ class _History:
     def of(cls, job: Job) -> _History:
         output = job.output if isinstance(job.output, Mapping) else None
         meta = output.get(META_KEY) if output is not None else None
-        if isinstance(meta, Mapping):
+        if output is not None and isinstance(meta, Mapping):
             errors = [e for e in meta.get("errors", []) if _is_error(e)]
             if "exception_class_path" in meta:
                 errors.append(
@@ -588,7 +590,8 @@ def task_backends_for(boss: Boss | DatabaseContext | None = None) -> list[PgBoss
             continue  # Django's own check reports a backend that does not import.
         if not (isinstance(backend_class, type) and issubclass(backend_class, PgBossBackend)):
             continue
-        backend = task_backends[alias]
+        # The class check above makes the instance a PgBossBackend (without building any other).
+        backend = cast(PgBossBackend, task_backends[alias])
         if context is None or backend.context.same_database(context):
             found.append(backend)
     return found
