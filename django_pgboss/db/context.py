@@ -23,6 +23,7 @@ from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.cursors import statement_cursor
 from django_pgboss.db.identifiers import quote_job_table, quote_schema, schema_key
 from django_pgboss.exceptions import QueueNotFound
+from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import queues as queue_plans
 
 
@@ -118,6 +119,10 @@ class DatabaseContext:
         digits of sha224 of the schema, so Node and Python workers wake each other."""
         digest = hashlib.sha224(schema_key(self.schema).encode("utf-8")).hexdigest()
         return f"pgboss_{digest[:24]}"
+
+    def listen_sql(self) -> str:
+        """The LISTEN statement on this schema's channel, for the worker's listener connection."""
+        return job_plans.listen(self.notify_channel())
 
     # -- the queue-route cache -------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 import psycopg
 
 from django_pgboss.db.context import DatabaseContext
-from django_pgboss.plans import jobs as job_plans
 
 logger = logging.getLogger("django_pgboss.worker")
 
@@ -51,7 +50,7 @@ class NotifyListener:
         for key in ("cursor_factory", "context", "prepare_threshold"):
             params.pop(key, None)
         connection = psycopg.connect(autocommit=True, **params)
-        connection.execute(job_plans.listen(self.channel))
+        connection.execute(self.context.listen_sql())
         return connection
 
     def _run(self) -> None:
