@@ -483,6 +483,11 @@ class TaskRunner:
     def __call__(self, job: Job) -> dict[str, Any]:
         return self.backend.run_job(job)
 
+    def prepare(self) -> None:
+        """Before a worker runs these queues: a backend with CREATE_QUEUES creates them now (the
+        worker is a first use, as an enqueue is)."""
+        self.backend.ensure_queues()
+
 
 def resolve_task(path: str) -> Task:
     """The task object at a module path; TaskNotFound when it does not import or is no task."""

@@ -56,3 +56,16 @@ def backend_registrations(alias: str) -> tuple[dict[str, Registration], Any]:
     if not isinstance(backend, PgBossBackend):
         raise InvalidOption(f"--tasks-backend {alias!r} is a {type(backend).__name__}, not a PgBossBackend")
     return {r.queue: r for r in backend.registrations()}, backend.boss
+
+
+def worker_tasks(boss: Any, alias: str | None = None) -> tuple[dict[str, Registration], Any]:
+    """The task queues a worker on ``boss``'s database serves, and the Boss it serves them on.
+
+    Without ``alias``: every PgBossBackend on that database and schema (task_registrations()),
+    on ``boss``. With ``alias``: that backend's queues alone, on its own Boss
+    (backend_registrations()). This is the ``task_source`` manage.py pgboss_work hands to
+    django_pgboss.worker.launch.build_worker(), which knows nothing of Django's task framework.
+    """
+    if alias:
+        return backend_registrations(alias)
+    return task_registrations(boss), boss

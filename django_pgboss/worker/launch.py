@@ -1,20 +1,27 @@
 """Building the Worker that ``manage.py pgboss_work`` runs: which handlers, on which database.
 
-The handlers are the ``@work`` registrations of every installed app's jobs.py and the queues of
-the django.tasks backends that are PgBossBackends (tasks/registrations.py), or, with
-``tasks_backend``, that one backend's queues on its own database and schema. build_worker() checks
-the whole plan before anything runs and raises LaunchError with a message for the operator.
+The handlers are the ``@work`` registrations of every installed app's jobs.py and those a
+``task_source`` adds: manage.py pgboss_work passes django_pgboss.tasks.registrations.worker_tasks,
+the queues of the django.tasks backends that are PgBossBackends, or, with ``tasks_backend``, one
+backend's queues on its own database and schema. The worker layer itself knows nothing of Django's
+task framework (tasks/ builds on worker/, not the other way round). build_worker() checks the whole
+plan before anything runs and raises LaunchError with a message for the operator.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from django.core.exceptions import ImproperlyConfigured
 
 from django_pgboss.api.boss import Boss
 from django_pgboss.exceptions import PgBossError
-from django_pgboss.tasks.registrations import backend_registrations, task_registrations
 from django_pgboss.worker.registry import Registration, autodiscover, registrations
 from django_pgboss.worker.runner import Worker
+
+#: ``(boss, tasks_backend) -> (registrations by queue, the Boss to run them on)``: where the
+#: handlers beyond @work come from (tasks/registrations.py's worker_tasks for the command).
+TaskSource = Callable[[Boss, str | None], tuple[dict[str, Registration], Boss]]
 
 
 class LaunchError(Exception):
@@ -28,15 +35,18 @@ def build_worker(
     batch_size: int | None = None,
     burst: bool = False,
     tasks_backend: str | None = None,
+    task_source: TaskSource | None = None,
     max_jobs: int | None = None,
     grace_seconds: float = 30.0,
 ) -> Worker:
     """The Worker for these settings (those of ``pgboss_work``'s options), not yet running.
 
     ``queues`` narrows the handlers to those queues; ``concurrency`` and ``batch_size`` override
-    each registration's. A tasks backend with CREATE_QUEUES creates its queues here. Raises
-    LaunchError when a jobs module does not import, a registration is invalid, no handler (or
-    tasks backend) serves a queue asked for, a queue has two, or a queue does not exist.
+    each registration's. ``task_source`` adds handlers beyond @work (see TaskSource); with
+    ``tasks_backend`` only that source's are run. A selected handler with a ``prepare()`` method
+    (a tasks backend's runner: CREATE_QUEUES) is prepared here. Raises LaunchError when a jobs
+    module does not import, a registration is invalid, no handler serves a queue asked for, a
+    queue has two, or a queue does not exist.
     """
     try:
         autodiscover()
@@ -47,11 +57,12 @@ def build_worker(
     boss = Boss()
     handlers: dict[str, Registration] = registrations()
     try:
+        if tasks_backend and task_source is None:
+            raise LaunchError(f"tasks backend {tasks_backend!r} asked for, but no task source given")
+        tasks, boss = task_source(boss, tasks_backend) if task_source is not None else ({}, boss)
         if tasks_backend:
-            tasks, boss = backend_registrations(tasks_backend)
             handlers = tasks
         else:
-            tasks = task_registrations(boss)
             clash = sorted(set(tasks) & set(handlers))
             if clash:
                 raise LaunchError(
@@ -61,8 +72,10 @@ def build_worker(
             handlers = {**handlers, **tasks}
         selected = _select(handlers, queues)
         # A tasks backend with CREATE_QUEUES creates its queues on first use; the worker is one.
-        for runner in {r.handler for name, r in selected.items() if name in tasks}:
-            runner.backend.ensure_queues()
+        for handler in {r.handler for name, r in selected.items() if name in tasks}:
+            prepare = getattr(handler, "prepare", None)
+            if prepare is not None:
+                prepare()
     except (PgBossError, ImproperlyConfigured, ImportError) as exc:
         # ImportError: TASKS names a PgBossBackend, but Django's task framework is missing.
         raise LaunchError(str(exc)) from exc

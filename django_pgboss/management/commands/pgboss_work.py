@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django_pgboss import arguments
 from django_pgboss.exceptions import InvalidOption
 from django_pgboss.management.console import configure_logging
+from django_pgboss.tasks.registrations import worker_tasks
 from django_pgboss.version import version_text
 from django_pgboss.worker.launch import LaunchError, build_worker
 from django_pgboss.worker.runner import Worker
@@ -73,6 +74,7 @@ class Command(BaseCommand):
                 batch_size=options["batch_size"],
                 burst=options["burst"],
                 tasks_backend=options["tasks_backend"],
+                task_source=worker_tasks,
                 max_jobs=options["max_jobs"],
                 grace_seconds=options["grace_seconds"],
             )
