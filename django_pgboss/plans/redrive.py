@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 from django_pgboss.plans.jobs import JOB_COLUMNS
+from django_pgboss.plans.settle import PARENT_FIRST_USED, parent_first
 
 # The queue a dead-letter row ``j`` goes back to: the override, else the queue it came from.
 _DESTINATION = "COALESCE(%(destination)s::text, {alias}.source_name)"
@@ -139,14 +140,18 @@ def redrive(schema: str, table: str) -> str:
     cannot see one another's writes, so comparing the ids the insert returns with the ones handed
     out is the only way to tell, within one statement, which jobs were re-created. The CTE is
     materialized (and FOR UPDATE), so each row keeps the one id it was given.
+
+    Its first CTE locks the parent ``job`` table before the dead-letter queue's own table
+    (settle.parent_first), in the order delete_queue's DROP TABLE of a partition takes them.
     """
     filter_sql = _candidate_filter(schema, table)
     return f"""
-    WITH candidates AS MATERIALIZED (
+    WITH {parent_first(schema)},
+    candidates AS MATERIALIZED (
       SELECT j.id, j.created_on, gen_random_uuid() AS new_id
       FROM {schema}.{table} j
       JOIN {schema}.queue q ON q.name = {_destination("j")}
-      WHERE {filter_sql}
+      WHERE {filter_sql} AND {PARENT_FIRST_USED}
       ORDER BY j.created_on, j.id
       LIMIT %(limit)s
       FOR UPDATE OF j SKIP LOCKED

@@ -84,6 +84,27 @@ def complete_jobs_with_outputs(schema: str, table: str) -> str:
     """
 
 
+def parent_first(schema: str) -> str:
+    """A CTE that locks the parent ``job`` table before the statement touches any job table.
+
+    A statement that writes one queue's table and also inserts through ``job`` (a fail that
+    dead-letters, a redrive) would otherwise lock the queue's table first and ``job`` second, the
+    reverse of DROP TABLE of a partition (delete_queue of a partitioned queue), which locks ``job``,
+    then the partition, then the default partition ``job_common``: each would hold what the other
+    waits for (tests/test_queue_locks.py forces that interleaving). PostgreSQL locks a statement's
+    tables in the order they appear, as it parses it and, for a prepared statement, as its plan's
+    range table lists them, CTEs first to last; so this must be the first CTE, and it must be
+    referenced (with ``NOT EXISTS (SELECT FROM job_parent_first)``), since the planner drops an
+    unreferenced SELECT CTE and with it the lock. MATERIALIZED keeps it a CTE of its own. It reads
+    no row (ONLY the parent, which holds none): ACCESS SHARE conflicts with nothing but the ACCESS
+    EXCLUSIVE of DDL, so the usual traffic on the queue tables never waits for it.
+    """
+    return f"job_parent_first AS MATERIALIZED (SELECT FROM ONLY {schema}.job LIMIT 0)"
+
+
+PARENT_FIRST_USED = "NOT EXISTS (SELECT FROM job_parent_first)"
+
+
 def fail_statement(schema: str, table: str, where: str) -> str:
     """Fail the jobs ``where`` selects: retry those with attempts left, fail the rest for good and
     copy them to their dead letter. The first parameter is the output json; the WHERE clause's
@@ -108,6 +129,9 @@ def fail_statement(schema: str, table: str, where: str) -> str:
     final output as source_output (the copy's own output starts empty) and source_root_id, the id
     of the first job of the chain, which every hop keeps. The copy has no dead_letter of its own,
     so it never chains further. The count returned is of the failed jobs, not the copies.
+
+    The statement locks the parent ``job`` table before the queue's own table (parent_first), as
+    delete_queue's DROP TABLE of a partition does: in the other order the two deadlocked.
     """
     retry_start = f"""CASE
         WHEN retry_count = retry_limit THEN start_after
@@ -139,7 +163,8 @@ def fail_statement(schema: str, table: str, where: str) -> str:
     )
     failed = reinsert(f"'failed'::{schema}.job_state", "start_after", f"{schema}.job_now()")
     return f"""
-    WITH fail_output AS (SELECT %s::jsonb AS output),
+    WITH {parent_first(schema)},
+    fail_output AS (SELECT %s::jsonb AS output WHERE {PARENT_FIRST_USED}),
     deleted_jobs AS (
       DELETE FROM {schema}.{table}
       WHERE {where}
