@@ -161,3 +161,7 @@ class PassReport:
     warnings: list[str] = field(default_factory=list)
     backoff_seconds: float | None = None
     stats_seconds: float = 0.0
+    #: Queues left out of this pass because their statements failed: (name, error message).
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    #: Queues deleted while the pass ran, skipped.
+    vanished: list[str] = field(default_factory=list)

@@ -15,14 +15,23 @@ One pass, for every job table and every chunk of up to 100 of its queues:
 
 Then the tail: the vacuum backoff when the pass's aggregates held their snapshots too long, and
 retention of queue_stats partitions and warnings. Any number of monitors may run this at once.
+
+One queue never fails the pass for the others: a chunk whose statements fail is run again one
+queue at a time, each in a savepoint when the pass runs inside a transaction, so only the queue
+that fails is left out (logged, and listed in the report's ``failed``). A queue deleted while the
+pass ran (its partition dropped between reading the queue list and counting it) is skipped and
+listed in ``vanished``. A chunk that failed after its claim committed is counted and swept again at
+the next pass, when its queues are due again.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from django.db import DatabaseError, InterfaceError, connections
 
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
@@ -65,13 +74,62 @@ def supervise(
     for table, table_queues in _queue_tables(context, names):
         for start in range(0, len(table_queues), CHUNK_SIZE):
             chunk = table_queues[start : start + CHUNK_SIZE]
-            claimed = _count(context, table, chunk, persist, interval, report)
-            if claimed:
-                _fail_silent(context, table, claimed, report)
-            _maintain(context, table, chunk, report)
+
+            def chunk_pass(queues: list[str] = chunk, table: str = table) -> None:
+                claimed = _count(context, table, queues, persist, interval, report)
+                if claimed:
+                    _fail_silent(context, table, claimed, report)
+                _maintain(context, table, queues, report)
+
+            if _isolated(context, chunk_pass) is not None:
+                _queue_by_queue(context, table, chunk, chunk_pass, report)
     _apply_backoff(context, report)
     _retention(context, persist)
     return report
+
+
+def _isolated(context: DatabaseContext, step: Callable[[], None]) -> DatabaseError | None:
+    """Run ``step``; return the database error it raised instead of raising it.
+
+    Inside a transaction the step runs in a savepoint, so its error leaves the transaction usable;
+    outside one each statement commits on its own, as it always did. An error that leaves the
+    connection unusable (the server went away) is raised: no other queue would fare better.
+    """
+    try:
+        if context.in_atomic_block:
+            with context.atomic():
+                step()
+        else:
+            step()
+    except InterfaceError:
+        raise
+    except DatabaseError as exc:
+        connection = connections[context.using]
+        if connection.connection is None or not connection.is_usable():
+            raise
+        return exc
+    return None
+
+
+def _queue_by_queue(
+    context: DatabaseContext,
+    table: str,
+    chunk: list[str],
+    chunk_pass: Callable[..., None],
+    report: PassReport,
+) -> None:
+    """Run a failed chunk's pass again for each of its queues still in ``table``, alone."""
+    tables = {name: current for current, queues in _queue_tables(context, chunk) for name in queues}
+    for name in chunk:
+        if tables.get(name) != table:
+            # Deleted (or re-created with another table) since the pass read the queue list.
+            logger.info("Monitor pass: queue %r was deleted during the pass; skipped", name)
+            report.vanished.append(name)
+            continue
+        error = _isolated(context, lambda name=name: chunk_pass([name]))
+        if error is not None:
+            logger.error("Monitor pass: queue %r skipped, its statements failed: %s", name, error)
+            report.failed.append((name, str(error)))
 
 
 def _queue_tables(context: DatabaseContext, names: list[str] | None) -> list[tuple[str, list[str]]]:
