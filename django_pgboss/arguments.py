@@ -364,7 +364,7 @@ def group_limits(group_concurrency: int | Mapping[str, Any]) -> tuple[int, dict[
             raise InvalidOption(f"group_concurrency tier names must be strings, not {tier!r}")
         text("group_concurrency tier name", tier)
         integer(f"group_concurrency tier {tier!r}", tier_limit, minimum=1)
-    return default, tiers  # type: ignore[return-value]
+    return default, tiers
 
 
 def data_filter(value: Any, option: str = "data filter") -> str | None:
