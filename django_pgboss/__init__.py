@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django_pgboss.api.boss import Boss, boss
 from django_pgboss.api.deadletters import RedriveDestination, RedrivePreview, RedriveResult
-from django_pgboss.constants import SCHEMA_VERSION, JobState, QueuePolicy
+from django_pgboss.constants import SCHEMA_VERSION, UNSET, JobState, QueuePolicy
 from django_pgboss.exceptions import (
     DeadLetterQueueNotFound,
     ImproperlyConfiguredSchema,
@@ -24,8 +24,9 @@ from django_pgboss.exceptions import (
     QueueInUse,
     QueueNotFound,
     ReadOnlyModelError,
+    WrongPolicy,
 )
-from django_pgboss.records import Job, QueueInfo
+from django_pgboss.records import Job, QueueInfo, UpdateResult, UpsertResult
 from django_pgboss.worker.registry import work
 
 #: django_pgboss's version: the one source pyproject.toml reads (``python -m django_pgboss --version``).
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "SCHEMA_VERSION",
+    "UNSET",
     "Boss",
     "DeadLetterQueueNotFound",
     "ImproperlyConfiguredSchema",
@@ -55,6 +57,9 @@ __all__ = [
     "RedriveDestination",
     "RedrivePreview",
     "RedriveResult",
+    "UpdateResult",
+    "UpsertResult",
+    "WrongPolicy",
     "__version__",
     "boss",
     "work",

@@ -55,3 +55,28 @@ QUEUE_NAME_MAX_LENGTH = 255
 SCHEMA_NAME_MAX_BYTES = 50
 #: A schema name that needs no quotes: what PostgreSQL stores when it is written bare.
 BARE_IDENTIFIER_PATTERN = re.compile(r"^[a-z_][a-z0-9_]*\Z")
+
+
+class _Unset:
+    """The type of UNSET; one instance, falsy, and printed as its name."""
+
+    __slots__ = ()
+    _instance: _Unset | None = None
+
+    def __new__(cls) -> _Unset:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "UNSET"
+
+
+#: "Not given": the default of update()'s and upsert()'s ``data``, where None means "clear it".
+UNSET = _Unset()

@@ -77,3 +77,8 @@ class TaskNotFound(PgBossError, LookupError):
 class TaskAttemptLost(PgBossError):
     """A task attempt ended without the task's own outcome: it timed out, its heartbeat stopped,
     or its worker stopped. A task result lists such an attempt as an error of this class."""
+
+
+class WrongPolicy(InvalidOption):
+    """The call is only for queues of another policy (get_blocked_keys() on a queue that is not
+    key_strict_fifo); the message names the queue and its policy."""

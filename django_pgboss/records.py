@@ -1,5 +1,5 @@
-"""The values the job API hands back: Job, QueueInfo and StatsPoint (frozen dataclasses), and the
-PassReport of a monitor pass."""
+"""The values the job API hands back: Job, QueueInfo, StatsPoint, UpdateResult and UpsertResult
+(frozen dataclasses), and the PassReport of a monitor pass."""
 
 from __future__ import annotations
 
@@ -86,6 +86,24 @@ def job_from_row(row: Sequence[Any]) -> Job:
         if index < width and isinstance(values[index], str):
             values[index] = json.loads(values[index])
     return Job(*values)
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateResult:
+    """What update() edited: the ids of the jobs it changed, oldest first, and how many."""
+
+    jobs: list[str]
+    updated: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpsertResult:
+    """What upsert() did: the ids of the jobs it edited or the one it inserted, and how many of
+    each (one of ``updated`` and ``inserted`` is 0)."""
+
+    jobs: list[str]
+    updated: int
+    inserted: int
 
 
 @dataclass(frozen=True, slots=True)

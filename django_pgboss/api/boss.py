@@ -18,14 +18,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django_pgboss.api.deadletters import DeadLetters, RedrivePreview, RedriveResult
+from django_pgboss.api.editing import PURGE_BATCH_SIZE, JobEditor
 from django_pgboss.api.events import EventStore
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.api.queues import QueueStore
 from django_pgboss.api.schedules import Schedule, ScheduleStore
 from django_pgboss.api.sending import JobSender
 from django_pgboss.arguments import JobReference
+from django_pgboss.constants import UNSET
 from django_pgboss.db.context import DatabaseContext
-from django_pgboss.records import Job, PassReport, QueueInfo, StatsPoint
+from django_pgboss.records import Job, PassReport, QueueInfo, StatsPoint, UpdateResult, UpsertResult
 
 
 class Boss:
@@ -45,6 +47,7 @@ class Boss:
         self._queues = QueueStore(self._context)
         self._jobs = JobStore(self._context)
         self._sender = JobSender(self._context)
+        self._editor = JobEditor(self._context, self._sender)
         self._events = EventStore(self._context, self._sender)
         self._schedules = ScheduleStore(self._context)
         self._dead_letters = DeadLetters(self._context)
@@ -335,6 +338,72 @@ class Boss:
         Returns the ids of the jobs inserted (policies may drop some) when return_ids is true.
         """
         return self._sender.insert(name, jobs, return_ids=return_ids)
+
+    # -- editing and purging -------------------------------------------------------------------
+
+    def update(
+        self,
+        name: str,
+        data: Any = UNSET,
+        *,
+        id: str | uuid.UUID | None = None,
+        singleton_key: str | None = None,
+        match: str = "newest",
+        **options: Any,
+    ) -> UpdateResult:
+        """Edit jobs that have not started yet (created or waiting to retry); returns an UpdateResult.
+
+        The jobs are the one with ``id``, or those with ``singleton_key``: the newest of them
+        (``match="newest"``), the oldest, or ``"all"``. Only what is given changes: ``data``
+        left out keeps the payload and ``data=None`` clears it; options are send()'s (priority,
+        start_after, group_id, group_tier, dead_letter, retry_limit, retry_delay, retry_backoff,
+        retry_delay_max, expire_in_seconds, retention_seconds, delete_after_seconds,
+        heartbeat_seconds), and None clears retry_delay_max, dead_letter, heartbeat_seconds and the
+        group. The key, the state and the throttle slot are kept. A new start_after keeps the
+        job's retention span. Matching nothing is not an error: ``updated`` is 0.
+        """
+        return self._editor.update(name, data, id=id, singleton_key=singleton_key, match=match, **options)
+
+    def upsert(
+        self, name: str, data: Any = UNSET, *, singleton_key: str, match: str = "newest", **options: Any
+    ) -> UpsertResult:
+        """Edit the waiting job(s) of ``singleton_key`` as update() does, or send one when there is none.
+
+        Returns an UpsertResult: the ids, and how many were updated or inserted. Two upserts of a
+        key racing each other never leave two waiting jobs: on standard, singleton and
+        key_strict_fifo queues, whose indexes allow that, they take turns on a transaction-scoped
+        advisory lock for (queue, key); on short, stately and exclusive queues the policy index
+        refuses the second insert and the loser edits the winner's job.
+        """
+        return self._editor.upsert(name, data, singleton_key=singleton_key, match=match, **options)
+
+    def delete_queued_jobs(self, name: str, *, batch_size: int = PURGE_BATCH_SIZE) -> int:
+        """Delete the queue's jobs that have not started (created or waiting to retry); returns how many.
+
+        In batches of ``batch_size``, each its own statement, so the rows it locks are held only
+        while one batch runs (outside a transaction; inside one, until it ends).
+        """
+        return self._editor.delete_queued_jobs(name, batch_size=batch_size)
+
+    def delete_stored_jobs(self, name: str, *, batch_size: int = PURGE_BATCH_SIZE) -> int:
+        """Delete the queue's finished jobs (completed, cancelled, failed), in batches; returns how many."""
+        return self._editor.delete_stored_jobs(name, batch_size=batch_size)
+
+    def delete_all_jobs(self, name: str | None = None, *, batch_size: int = PURGE_BATCH_SIZE) -> int:
+        """Delete every job of the queue, active ones too, or of every queue when ``name`` is None.
+
+        In batches, like delete_queued_jobs(); returns how many jobs were deleted. The queues
+        themselves, their settings and schedules stay.
+        """
+        return self._editor.delete_all_jobs(name, batch_size=batch_size)
+
+    def get_blocked_keys(self, name: str) -> list[str]:
+        """The keys of a key_strict_fifo queue held up by a failed job, in key order.
+
+        A failed job blocks its key's later jobs until it is retried or deleted. Raises
+        WrongPolicy for a queue of another policy.
+        """
+        return self._editor.get_blocked_keys(name)
 
     # -- dead letters --------------------------------------------------------------------------
 

@@ -1,0 +1,270 @@
+"""Changing jobs once sent: partial edits of waiting jobs (update, upsert), the bulk purges of a
+queue's jobs, and the keys a failed job blocks on a key_strict_fifo queue.
+
+:class:`JobEditor` holds the statements behind those Boss methods (Boss documents them). Every
+argument is checked before any SQL runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django_pgboss.api.queues import require_dead_letter
+from django_pgboss.api.sending import JobSender
+from django_pgboss.constants import UNSET, QueuePolicy
+from django_pgboss.db.context import DatabaseContext
+from django_pgboss.db.identifiers import schema_key
+from django_pgboss.exceptions import InvalidOption, QueueNotFound, WrongPolicy
+from django_pgboss.arguments import integer, job_payload, uuid_text
+from django_pgboss.arguments import queue_name as validate_queue_name
+from django_pgboss.arguments import start_after as start_after_value
+from django_pgboss.plans import editing as edit_plans
+from django_pgboss.plans import queues as queue_plans
+from django_pgboss.records import UpdateResult, UpsertResult
+from django_pgboss.wire import to_json
+
+#: The options update() and upsert() can change: send()'s, without the throttle options (a job's
+#: throttle slot is kept, as pg-boss keeps it) and without the key (it is what finds the jobs).
+EDIT_OPTIONS = frozenset(
+    {
+        "priority",
+        "start_after",
+        "group_id",
+        "group_tier",
+        "dead_letter",
+        "retry_limit",
+        "retry_delay",
+        "retry_backoff",
+        "retry_delay_max",
+        "expire_in_seconds",
+        "retention_seconds",
+        "delete_after_seconds",
+        "heartbeat_seconds",
+    }
+)
+#: The edits None may be given to: it clears the job's own setting.
+CLEARABLE_OPTIONS = frozenset(
+    {"retry_delay_max", "dead_letter", "heartbeat_seconds", "group_id", "group_tier"}
+)
+#: How update() and upsert() pick among several waiting jobs of one key.
+MATCHES = ("newest", "oldest", "all")
+#: Policies whose unique indexes allow two waiting jobs of one key (standard: none at all;
+#: singleton: only one *active* job per key; key_strict_fifo: any number created behind its
+#: head). There two upserts racing for a key would both find nothing to edit and both insert, so
+#: upsert() serialises them on an advisory lock. short (job_i1), stately (job_i3) and exclusive
+#: (job_i6) refuse a second created job of a key, and the loser edits the winner's job instead.
+UNGUARDED_POLICIES = frozenset({QueuePolicy.STANDARD, QueuePolicy.SINGLETON, QueuePolicy.KEY_STRICT_FIFO})
+#: Rows each purge statement deletes: bench/purge.py measured the longest row lock a batch holds
+#: (about 0.2 s at 10,000 on a million-job queue) against the whole purge's time, which stops
+#: improving past a few thousand.
+PURGE_BATCH_SIZE = 5000
+
+
+def edit_values(verb: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Check update()/upsert() options and return them with start_after in the form SQL reads.
+
+    Unknown options, None where it clears nothing, and any value send() would refuse raise an
+    InvalidOption naming the option. group_id=None clears the group, tier included.
+    """
+    unknown = sorted(set(options) - EDIT_OPTIONS)
+    if unknown:
+        raise InvalidOption(f"{verb}: unknown option(s) {', '.join(unknown)}")
+    for option, value in options.items():
+        if value is None and option not in CLEARABLE_OPTIONS:
+            raise InvalidOption(
+                f"{verb}: {option} cannot be None (only {', '.join(sorted(CLEARABLE_OPTIONS))} can be cleared)"
+            )
+    # send()'s checks, one for each option (start_after apart: an edit may set it to now).
+    job_payload(None, {key: value for key, value in options.items() if key != "start_after"}, where=verb)
+    values = dict(options)
+    if "start_after" in options:
+        values["start_after"] = start_after_value(options["start_after"])
+    if "group_id" in values and values["group_id"] is None:
+        values["group_tier"] = None
+    return values
+
+
+def _target(verb: str, id: Any, singleton_key: Any, match: Any) -> tuple[str, Any]:
+    """Which jobs an edit addresses: ("id", canonical id) or ("singleton_key", key)."""
+    if (id is None) == (singleton_key is None):
+        raise InvalidOption(f"{verb} needs exactly one of id or singleton_key")
+    if match not in MATCHES:
+        raise InvalidOption(f"{verb}: match must be one of {', '.join(MATCHES)}, not {match!r}")
+    if id is not None:
+        if match != "newest":
+            raise InvalidOption(f"{verb}: match is only for jobs addressed by singleton_key, not by id")
+        return "id", uuid_text(id, "id")
+    if not isinstance(singleton_key, str):
+        raise InvalidOption(f"{verb}: singleton_key must be a string, not {singleton_key!r}")
+    return "singleton_key", singleton_key
+
+
+class JobEditor:
+    """Edit, upsert and purge jobs over one database context (see Boss for what each does);
+    ``sender`` inserts the job an upsert finds missing."""
+
+    def __init__(self, context: DatabaseContext, sender: JobSender) -> None:
+        self.context = context
+        self.sender = sender
+
+    # -- partial edits -------------------------------------------------------------------------
+
+    def update(
+        self,
+        name: str,
+        data: Any = UNSET,
+        *,
+        id: Any = None,
+        singleton_key: str | None = None,
+        match: str = "newest",
+        **options: Any,
+    ) -> UpdateResult:
+        """See Boss.update()."""
+        validate_queue_name(name)
+        by, target = _target("update()", id, singleton_key, match)
+        values = edit_values("update()", options)
+        data_json = to_json(data, "job data") if data is not UNSET else UNSET
+        if values.get("dead_letter") is not None:
+            with self.context.cursor() as cursor:
+                require_dead_letter(self.context, cursor, values["dead_letter"])
+        ids = self._edit(name, by, target, match, data_json, values)
+        return UpdateResult(jobs=ids, updated=len(ids))
+
+    def upsert(
+        self,
+        name: str,
+        data: Any = UNSET,
+        *,
+        singleton_key: str,
+        match: str = "newest",
+        **options: Any,
+    ) -> UpsertResult:
+        """See Boss.upsert()."""
+        validate_queue_name(name)
+        if "id" in options:
+            raise InvalidOption(
+                "upsert() finds jobs by singleton_key; edit a job by its id with update(id=...)"
+            )
+        if singleton_key is None:
+            raise InvalidOption("upsert() needs a singleton_key")
+        by, key = _target("upsert()", None, singleton_key, match)
+        values = edit_values("upsert()", options)
+        data_json = to_json(data, "job data") if data is not UNSET else UNSET
+        context = self.context
+        route = context.route(name)
+        with context.atomic():
+            if values.get("dead_letter") is not None:
+                with context.cursor() as cursor:
+                    require_dead_letter(context, cursor, values["dead_letter"])
+            if route.policy in UNGUARDED_POLICIES:
+                # Held until the transaction ends: the next upsert of this key starts after this
+                # one's job is committed (or rolled back) and so sees it.
+                with context.cursor() as cursor:
+                    cursor.execute(edit_plans.upsert_lock(), [context.lock_key(f"upsert:{name}:{key}")])
+            ids = self._edit(name, by, key, match, data_json, values)
+            if ids:
+                return UpsertResult(jobs=ids, updated=len(ids), inserted=0)
+            send_options = {option: value for option, value in options.items() if value is not None}
+            job_id = self.sender.send(
+                name, None if data is UNSET else data, singleton_key=key, **send_options
+            )
+            if job_id is not None:
+                return UpsertResult(jobs=[job_id], updated=0, inserted=1)
+            # The policy index refused the insert: a concurrent send or upsert of the key won, and
+            # its job is visible now (the insert waited for it to commit). Edit that one.
+            ids = self._edit(name, by, key, match, data_json, values)
+            return UpsertResult(jobs=ids, updated=len(ids), inserted=0)
+
+    def _edit(
+        self, name: str, by: str, target: Any, match: str, data_json: Any, values: dict[str, Any]
+    ) -> list[str]:
+        context = self.context
+        route = context.route(name)
+        params: dict[str, Any] = {"name": name, by: target}
+        columns = []
+        if data_json is not UNSET:
+            columns.append("data")
+            params["data"] = data_json
+        for option, value in values.items():
+            if option in edit_plans.EDITABLE_COLUMNS:
+                columns.append(option)
+                params[option] = value
+        if "start_after" in values:
+            params["start_after"] = values["start_after"]
+        if "retention_seconds" in values:
+            params["retention_seconds"] = values["retention_seconds"]
+        if route.notify:
+            params["schema_key"] = schema_key(context.schema)
+        sql = edit_plans.update_jobs(
+            context.quoted_schema,
+            route.table,
+            by=by,
+            match=match,
+            columns=tuple(columns),
+            start_after="start_after" in values,
+            retention="retention_seconds" in values,
+            notify=route.notify,
+        )
+        with context.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [str(row[0]) for row in cursor.fetchall()]
+
+    # -- purges --------------------------------------------------------------------------------
+
+    def delete_queued_jobs(self, name: str, *, batch_size: int = PURGE_BATCH_SIZE) -> int:
+        """See Boss.delete_queued_jobs()."""
+        return self._purge(validate_queue_name(name), "queued", batch_size)
+
+    def delete_stored_jobs(self, name: str, *, batch_size: int = PURGE_BATCH_SIZE) -> int:
+        """See Boss.delete_stored_jobs()."""
+        return self._purge(validate_queue_name(name), "stored", batch_size)
+
+    def delete_all_jobs(self, name: str | None = None, *, batch_size: int = PURGE_BATCH_SIZE) -> int:
+        """See Boss.delete_all_jobs()."""
+        if name is not None:
+            return self._purge(validate_queue_name(name), "all", batch_size)
+        integer("batch_size", batch_size, minimum=1)
+        with self.context.cursor() as cursor:
+            cursor.execute(queue_plans.get_queues(self.context.quoted_schema, by_name=False))
+            names = [row[0] for row in cursor.fetchall()]
+        return sum(self._purge(queue, "all", batch_size, missing_ok=True) for queue in names)
+
+    def _purge(self, name: str, which: str, batch_size: int, *, missing_ok: bool = False) -> int:
+        integer("batch_size", batch_size, minimum=1)
+        context = self.context
+        try:
+            table = context.route(name).table
+        except QueueNotFound:
+            if missing_ok:
+                return 0  # deleted since the list was read: nothing of it is left to purge
+            raise
+        schema = context.quoted_schema
+        params: dict[str, Any] = {"name": name, "batch_size": batch_size}
+        deleted = 0
+        after: Any = None
+        while True:
+            sql = edit_plans.purge_batch(schema, table, which=which, first=after is None)
+            if after is not None:
+                params["after"] = after
+            with context.cursor() as cursor:
+                cursor.execute(sql, params)
+                after, read, count = cursor.fetchone()
+            deleted += count
+            if read < batch_size:
+                return deleted
+
+    # -- blocked keys --------------------------------------------------------------------------
+
+    def get_blocked_keys(self, name: str) -> list[str]:
+        """See Boss.get_blocked_keys()."""
+        validate_queue_name(name)
+        context = self.context
+        route = context.route(name)
+        if route.policy != QueuePolicy.KEY_STRICT_FIFO:
+            raise WrongPolicy(
+                f"get_blocked_keys() is only for key_strict_fifo queues; queue {name!r} is {route.policy}"
+            )
+        with context.cursor() as cursor:
+            cursor.execute(edit_plans.blocked_keys(context.quoted_schema, route.table), [name])
+            return [row[0] for row in cursor.fetchall()]

@@ -1,0 +1,172 @@
+"""SQL for changing jobs that were sent: partial edits of waiting jobs, bulk purges, blocked keys."""
+
+from __future__ import annotations
+
+import functools
+
+from django_pgboss.plans.jobs import notify_channel
+
+#: The columns update_jobs() can set, by the option that sets them, with the cast its parameter
+#: takes. start_after and retention_seconds are not here: they move start_after and keep_until
+#: together (see update_jobs).
+EDITABLE_COLUMNS = {
+    "data": ("data", "jsonb"),
+    "priority": ("priority", "int"),
+    "expire_in_seconds": ("expire_seconds", "int"),
+    "delete_after_seconds": ("deletion_seconds", "int"),
+    "retry_limit": ("retry_limit", "int"),
+    "retry_delay": ("retry_delay", "int"),
+    "retry_backoff": ("retry_backoff", "boolean"),
+    "retry_delay_max": ("retry_delay_max", "int"),
+    "dead_letter": ("dead_letter", "text"),
+    "heartbeat_seconds": ("heartbeat_seconds", "int"),
+    "group_id": ("group_id", "text"),
+    "group_tier": ("group_tier", "text"),
+}
+
+
+def start_after_expression(schema: str, value: str) -> str:
+    """The moment a start_after text means, as insert_jobs() reads it: a date-time (it starts with
+    a calendar date, or ends in Z) is cast to timestamptz; anything else is an interval from
+    job_now(), so "1 hour" or "2 days 3 hours" is read on the database's clock."""
+    return (
+        f"CASE WHEN right({value}, 1) = 'Z' OR {value} ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}' "
+        f"THEN {value}::timestamptz ELSE {schema}.job_now() + {value}::interval END"
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def update_jobs(
+    schema: str,
+    table: str,
+    *,
+    by: str,
+    match: str,
+    columns: tuple[str, ...],
+    start_after: bool = False,
+    retention: bool = False,
+    notify: bool = False,
+) -> str:
+    """Edit jobs that have not started yet; returns the ids edited, oldest first.
+
+    Named parameters: name; id (``by="id"``) or singleton_key (``by="singleton_key"``); one per
+    option in ``columns`` (keys of EDITABLE_COLUMNS) under the option's name; start_after (text,
+    see start_after_expression) and retention_seconds when those flags are set; with ``notify``,
+    schema_key for the channel.
+
+    Only the columns named change, so an edit never resets what it was not asked about. The
+    throttle slot (singleton_on), the key and the state are never touched, which is also why no
+    policy index can refuse an edit. start_after and keep_until move together as pg-boss moves
+    them: a new retention counts from the (new or kept) start_after; a new start_after alone
+    keeps the job's retention span (keep_until - start_after).
+
+    ``match`` picks among several waiting jobs of a key: "newest" or "oldest" by created_on (id
+    breaks a tie, so the pick is stable), or "all". The pick is made without a row lock; the
+    UPDATE checks ``state < 'active'`` again on the row it locks, so a job a worker claimed in
+    between is left alone rather than edited while it runs.
+    """
+    target = "j.id = %(id)s" if by == "id" else "j.singleton_key = %(singleton_key)s"
+    order = "DESC" if match == "newest" else "ASC"
+    pick = "" if match == "all" or by == "id" else f"ORDER BY j.created_on {order}, j.id {order} LIMIT 1"
+    assignments = []
+    for option in columns:
+        column, cast = EDITABLE_COLUMNS[option]
+        assignments.append(f"{column} = %({option})s::{cast}")
+    new_start = start_after_expression(schema, "%(start_after)s::text") if start_after else "job.start_after"
+    if start_after:
+        assignments.append(f"start_after = {new_start}")
+    if retention:
+        assignments.append(f"keep_until = ({new_start}) + %(retention_seconds)s::int * interval '1s'")
+    elif start_after:
+        assignments.append(f"keep_until = ({new_start}) + (job.keep_until - job.start_after)")
+    # An edit that names nothing to change still locks and returns the jobs it matched, as pg-boss's
+    # does; assigning a column its own value is how an UPDATE says so.
+    sets = ",\n        ".join(assignments or ["priority = job.priority"])
+    update = f"""
+    WITH target AS (
+      SELECT j.id FROM {schema}.{table} j
+      WHERE j.name = %(name)s AND j.state < 'active' AND {target}
+      {pick}
+    ),
+    edited AS (
+      UPDATE {schema}.{table} job SET
+        {sets}
+      FROM target
+      WHERE job.name = %(name)s AND job.id = target.id AND job.state < 'active'
+      RETURNING job.id, job.created_on, job.start_after
+    )"""
+    if notify:
+        update += f""",
+    notified AS (
+      SELECT pg_notify({notify_channel().replace("%s", "%(schema_key)s")}, %(name)s)
+      FROM edited WHERE start_after <= {schema}.job_now() LIMIT 1
+    )
+    SELECT id FROM edited WHERE (SELECT count(*) FROM notified) >= 0 ORDER BY created_on, id"""
+    else:
+        update += """
+    SELECT id FROM edited ORDER BY created_on, id"""
+    return update
+
+
+#: The jobs each purge deletes, as a condition on state.
+PURGE_STATES = {
+    "queued": "state < 'active'",
+    "stored": "state > 'active'",
+    "all": "true",
+}
+
+
+@functools.lru_cache(maxsize=64)
+def purge_batch(schema: str, table: str, *, which: str, first: bool) -> str:
+    """Delete one batch of a queue's jobs; returns (the batch's last id, how many rows the batch
+    read, how many it deleted): fewer read than batch_size means the walk is at its end.
+
+    Named parameters: name, batch_size and, unless ``first``, after (the last id of the batch
+    before). ``which`` is a key of PURGE_STATES.
+
+    The batches walk the primary key (name, id) in id order from where the last one stopped, so
+    each batch reads only rows no batch has read yet: restarting from the front every time would
+    re-read the index entries of the rows already deleted (dead until vacuum), and a purge of a
+    million jobs would slow down with every batch. Each batch is its own statement, so its row
+    locks last only as long as the batch (see bench/purge.py). The DELETE checks the state again
+    on the row it locks, so a job that changed state under the purge is judged as it is now.
+    """
+    condition = PURGE_STATES[which]
+    after = "" if first else "AND id > %(after)s"
+    return f"""
+    WITH batch AS (
+      SELECT id FROM {schema}.{table}
+      WHERE name = %(name)s {after} AND {condition}
+      ORDER BY name, id
+      LIMIT %(batch_size)s
+    ),
+    deleted AS (
+      DELETE FROM {schema}.{table} j USING batch
+      WHERE j.name = %(name)s AND j.id = batch.id AND j.{condition}
+      RETURNING j.id
+    )
+    SELECT (SELECT id FROM batch ORDER BY id DESC LIMIT 1), (SELECT count(*) FROM batch)::bigint,
+      (SELECT count(*) FROM deleted)::bigint
+    """
+
+
+def blocked_keys(schema: str, table: str) -> str:
+    """The keys of a key_strict_fifo queue that a failed job blocks, in key order. Parameter: name."""
+    return f"""
+    SELECT DISTINCT singleton_key FROM {schema}.{table}
+    WHERE name = %s AND state = 'failed' AND policy = 'key_strict_fifo'
+    ORDER BY singleton_key
+    """
+
+
+def upsert_lock() -> str:
+    """Take a transaction-scoped advisory lock for one (queue, key) of an upsert.
+
+    Parameter: the lock key text (DatabaseContext.lock_key of the queue and key). Derived the way
+    pg-boss derives its own lock ids (queues.advisory_lock), so the space is shared with them;
+    a collision with another key only makes two upserts wait for each other.
+    """
+    return (
+        "SELECT pg_advisory_xact_lock("
+        "('x' || encode(sha224((current_database() || %s)::bytea), 'hex'))::bit(64)::bigint)"
+    )
