@@ -110,8 +110,8 @@ def update_jobs(
 
 #: The jobs each purge deletes, as a condition on state.
 PURGE_STATES = {
-    "queued": "state < 'active'",
-    "stored": "state > 'active'",
+    "queued": "{t}.state < 'active'",
+    "stored": "{t}.state > 'active'",
     "all": "true",
 }
 
@@ -132,17 +132,17 @@ def purge_batch(schema: str, table: str, *, which: str, first: bool) -> str:
     on the row it locks, so a job that changed state under the purge is judged as it is now.
     """
     condition = PURGE_STATES[which]
-    after = "" if first else "AND id > %(after)s"
+    after = "" if first else "AND b.id > %(after)s"
     return f"""
     WITH batch AS (
-      SELECT id FROM {schema}.{table}
-      WHERE name = %(name)s {after} AND {condition}
-      ORDER BY name, id
+      SELECT b.id FROM {schema}.{table} b
+      WHERE b.name = %(name)s {after} AND {condition.format(t="b")}
+      ORDER BY b.name, b.id
       LIMIT %(batch_size)s
     ),
     deleted AS (
       DELETE FROM {schema}.{table} j USING batch
-      WHERE j.name = %(name)s AND j.id = batch.id AND j.{condition}
+      WHERE j.name = %(name)s AND j.id = batch.id AND {condition.format(t="j")}
       RETURNING j.id
     )
     SELECT (SELECT id FROM batch ORDER BY id DESC LIMIT 1), (SELECT count(*) FROM batch)::bigint,
