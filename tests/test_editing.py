@@ -174,8 +174,8 @@ def test_update_matching_nothing_is_not_an_error(queue):
 
 
 def test_update_only_touches_its_own_queue(queue):
-    boss.create_queue("elsewhere")
-    job_id = boss.send("elsewhere", {"n": 1}, singleton_key="k")
+    boss.create_queue("edit_neighbour")
+    job_id = boss.send("edit_neighbour", {"n": 1}, singleton_key="k")
     assert boss.update(queue, {"n": 2}, id=job_id).updated == 0
     assert boss.update(queue, {"n": 2}, singleton_key="k").updated == 0
     assert job_row(job_id, "data") == ({"n": 1},)
