@@ -29,7 +29,7 @@ from django_pgboss.exceptions import (
     InvalidTimestamp,
 )
 from django_pgboss.records import Job
-from django_pgboss.wire import QUEUE_OPTIONS, SEND_OPTIONS, JsonText, to_json
+from django_pgboss.wire import EDIT_OPTIONS, QUEUE_OPTIONS, SEND_OPTIONS, JsonText, to_json
 
 #: Largest value of PostgreSQL's integer (int4), the type of every integer option's column.
 INT4_MAX = 2**31 - 1
@@ -346,6 +346,50 @@ _SEND_ONLY = frozenset(
     {"id", "priority", "start_after", "singleton_key", "singleton_seconds", "singleton_next_slot"}
     | {"group_id", "group_tier"}
 )
+
+
+#: The edits None may be given to: it clears the job's own setting.
+CLEARABLE_EDITS = frozenset({"retry_delay_max", "dead_letter", "heartbeat_seconds", "group_id", "group_tier"})
+#: How update() and upsert() pick among several waiting jobs of one key.
+EDIT_MATCHES = ("newest", "oldest", "all")
+
+
+def edit_options(verb: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Check update()/upsert() options; return them with start_after as the text SQL reads.
+
+    Unknown options, None where it clears nothing, and any value send() would refuse raise an
+    InvalidOption naming the option. group_id=None clears the group, its tier included. Unlike
+    send(), start_after=0 is kept: an edit may pull a deferred job forward to now.
+    """
+    unknown = sorted(set(options) - EDIT_OPTIONS)
+    if unknown:
+        raise InvalidOption(f"{verb}: unknown option(s) {', '.join(unknown)}")
+    for option, value in options.items():
+        if value is None and option not in CLEARABLE_EDITS:
+            raise InvalidOption(
+                f"{verb}: {option} cannot be None (only {', '.join(sorted(CLEARABLE_EDITS))} can be cleared)"
+            )
+    job_payload(None, options, where=verb)  # send()'s check of each value
+    values = dict(options)
+    if "start_after" in options:
+        values["start_after"] = start_after(options["start_after"])
+    if "group_id" in values and values["group_id"] is None:
+        values["group_tier"] = None
+    return values
+
+
+def edit_target(verb: str, id: Any, singleton_key: Any, match: Any) -> tuple[str, str]:
+    """Which jobs an edit addresses: ("id", canonical id) or ("singleton_key", key); exactly one
+    of the two, and ``match`` only with a key."""
+    if (id is None) == (singleton_key is None):
+        raise InvalidOption(f"{verb} needs exactly one of id or singleton_key")
+    if match not in EDIT_MATCHES:
+        raise InvalidOption(f"{verb}: match must be one of {', '.join(EDIT_MATCHES)}, not {match!r}")
+    if id is not None:
+        if match != "newest":
+            raise InvalidOption(f"{verb}: match is only for jobs addressed by singleton_key, not by id")
+        return "id", uuid_text(id, "id")
+    return "singleton_key", text("singleton_key", singleton_key)
 
 
 def group_limits(group_concurrency: int | Mapping[str, Any]) -> tuple[int, dict[str, int]]:

@@ -85,6 +85,10 @@ SEND_OPTIONS = SHARED_OPTIONS | {
     "group_tier",
 }
 
+#: The options update() and upsert() change: send()'s, without the throttle options (a job's
+#: throttle slot is kept, as pg-boss keeps it), the id and the key (they find the jobs).
+EDIT_OPTIONS = SEND_OPTIONS - {"id", "singleton_key", "singleton_seconds", "singleton_next_slot"}
+
 
 def to_wire(options: Mapping[str, Any]) -> dict[str, Any]:
     """Rename snake_case options to pg-boss's keys (values unchanged; None clears a setting)."""

@@ -7,48 +7,21 @@ argument is checked before any SQL runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from django_pgboss.api.queues import require_dead_letter
 from django_pgboss.api.sending import JobSender
+from django_pgboss.arguments import edit_options, edit_target, integer
+from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.constants import UNSET, QueuePolicy
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import schema_key
 from django_pgboss.exceptions import InvalidOption, QueueNotFound, WrongPolicy
-from django_pgboss.arguments import integer, job_payload, uuid_text
-from django_pgboss.arguments import queue_name as validate_queue_name
-from django_pgboss.arguments import start_after as start_after_value
 from django_pgboss.plans import editing as edit_plans
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.records import UpdateResult, UpsertResult
 from django_pgboss.wire import to_json
 
-#: The options update() and upsert() can change: send()'s, without the throttle options (a job's
-#: throttle slot is kept, as pg-boss keeps it) and without the key (it is what finds the jobs).
-EDIT_OPTIONS = frozenset(
-    {
-        "priority",
-        "start_after",
-        "group_id",
-        "group_tier",
-        "dead_letter",
-        "retry_limit",
-        "retry_delay",
-        "retry_backoff",
-        "retry_delay_max",
-        "expire_in_seconds",
-        "retention_seconds",
-        "delete_after_seconds",
-        "heartbeat_seconds",
-    }
-)
-#: The edits None may be given to: it clears the job's own setting.
-CLEARABLE_OPTIONS = frozenset(
-    {"retry_delay_max", "dead_letter", "heartbeat_seconds", "group_id", "group_tier"}
-)
-#: How update() and upsert() pick among several waiting jobs of one key.
-MATCHES = ("newest", "oldest", "all")
 #: Policies whose unique indexes allow two waiting jobs of one key (standard: none at all;
 #: singleton: only one *active* job per key; key_strict_fifo: any number created behind its
 #: head). There two upserts racing for a key would both find nothing to edit and both insert, so
@@ -59,45 +32,6 @@ UNGUARDED_POLICIES = frozenset({QueuePolicy.STANDARD, QueuePolicy.SINGLETON, Que
 #: (about 0.2 s at 10,000 on a million-job queue) against the whole purge's time, which stops
 #: improving past a few thousand.
 PURGE_BATCH_SIZE = 5000
-
-
-def edit_values(verb: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """Check update()/upsert() options and return them with start_after in the form SQL reads.
-
-    Unknown options, None where it clears nothing, and any value send() would refuse raise an
-    InvalidOption naming the option. group_id=None clears the group, tier included.
-    """
-    unknown = sorted(set(options) - EDIT_OPTIONS)
-    if unknown:
-        raise InvalidOption(f"{verb}: unknown option(s) {', '.join(unknown)}")
-    for option, value in options.items():
-        if value is None and option not in CLEARABLE_OPTIONS:
-            raise InvalidOption(
-                f"{verb}: {option} cannot be None (only {', '.join(sorted(CLEARABLE_OPTIONS))} can be cleared)"
-            )
-    # send()'s checks, one for each option (start_after apart: an edit may set it to now).
-    job_payload(None, {key: value for key, value in options.items() if key != "start_after"}, where=verb)
-    values = dict(options)
-    if "start_after" in options:
-        values["start_after"] = start_after_value(options["start_after"])
-    if "group_id" in values and values["group_id"] is None:
-        values["group_tier"] = None
-    return values
-
-
-def _target(verb: str, id: Any, singleton_key: Any, match: Any) -> tuple[str, Any]:
-    """Which jobs an edit addresses: ("id", canonical id) or ("singleton_key", key)."""
-    if (id is None) == (singleton_key is None):
-        raise InvalidOption(f"{verb} needs exactly one of id or singleton_key")
-    if match not in MATCHES:
-        raise InvalidOption(f"{verb}: match must be one of {', '.join(MATCHES)}, not {match!r}")
-    if id is not None:
-        if match != "newest":
-            raise InvalidOption(f"{verb}: match is only for jobs addressed by singleton_key, not by id")
-        return "id", uuid_text(id, "id")
-    if not isinstance(singleton_key, str):
-        raise InvalidOption(f"{verb}: singleton_key must be a string, not {singleton_key!r}")
-    return "singleton_key", singleton_key
 
 
 class JobEditor:
@@ -122,8 +56,8 @@ class JobEditor:
     ) -> UpdateResult:
         """See Boss.update()."""
         validate_queue_name(name)
-        by, target = _target("update()", id, singleton_key, match)
-        values = edit_values("update()", options)
+        by, target = edit_target("update()", id, singleton_key, match)
+        values = edit_options("update()", options)
         data_json = to_json(data, "job data") if data is not UNSET else UNSET
         if values.get("dead_letter") is not None:
             with self.context.cursor() as cursor:
@@ -148,8 +82,8 @@ class JobEditor:
             )
         if singleton_key is None:
             raise InvalidOption("upsert() needs a singleton_key")
-        by, key = _target("upsert()", None, singleton_key, match)
-        values = edit_values("upsert()", options)
+        by, key = edit_target("upsert()", None, singleton_key, match)
+        values = edit_options("upsert()", options)
         data_json = to_json(data, "job data") if data is not UNSET else UNSET
         context = self.context
         route = context.route(name)
