@@ -26,6 +26,7 @@ the next pass, when its queues are due again.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Iterable
@@ -126,7 +127,7 @@ def _queue_by_queue(
             logger.info("Monitor pass: queue %r was deleted during the pass; skipped", name)
             report.vanished.append(name)
             continue
-        error = _isolated(context, lambda name=name: chunk_pass([name]))
+        error = _isolated(context, functools.partial(chunk_pass, [name]))
         if error is not None:
             logger.error("Monitor pass: queue %r skipped, its statements failed: %s", name, error)
             report.failed.append((name, str(error)))

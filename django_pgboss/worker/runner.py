@@ -34,7 +34,7 @@ from django_pgboss.wire import EncodedOutput, output_value, to_json
 from django_pgboss.worker.listener import NotifyListener
 from django_pgboss.worker.outcomes import storable_text
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.settler import Settler
+from django_pgboss.worker.settler import SettleItem, Settler
 
 logger = logging.getLogger("django_pgboss.worker")
 
@@ -451,7 +451,7 @@ class Worker:
     def _run_handler(self, name: str, jobs: list[Job]) -> None:
         state = self._queues[name]
         registration = state.registration
-        settle = None
+        settle: SettleItem | None = None
         try:
             result = registration.handler(jobs if registration.batch else jobs[0])
         except BaseException as exc:
