@@ -127,8 +127,65 @@ def test_the_chain_is_read_through_job_i12():
     ids = two_round_trips()
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN " + redrive_plans.lineage(schema_sql()), {"id": ids["redriven2"]})
+        cursor.execute(
+            "EXPLAIN " + redrive_plans.lineage(schema_sql()), {"id": ids["redriven2"], "name": None}
+        )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     # Each job table carries its own copy of job_i12, named after the table (job_common_i12, ...);
     # the planner reads it with a plain or a bitmap index scan, depending on its statistics.
     assert re.search(r"(Index Scan using|Bitmap Index Scan on) \w+_i12\b", plan), plan
+
+
+# -- one id in two queues (the key is (name, id)) ----------------------------------------------
+
+
+def two_chains_from_one_id() -> dict[str, str]:
+    """Queues a and b each hold a job with one id; both fail for good into one dead-letter queue,
+    and a's copy is redriven back to a and fails again."""
+    boss.create_queue("dlq")
+    boss.create_queue("a", retry_limit=0, dead_letter="dlq")
+    boss.create_queue("b", retry_limit=0, dead_letter="dlq")
+    shared = str(uuid.uuid4())
+    assert boss.send("a", {"q": "a"}, id=shared) == shared
+    assert boss.send("b", {"q": "b"}, id=shared) == shared
+    ids = {"shared": shared, "copy_a": fail_for_good("a", shared)}
+    assert boss.fail("b", shared, {"error": "b failed"}) == 1
+    ((ids["copy_b"],),) = rows(
+        "SELECT id::text FROM {s}.job WHERE source_id = %s AND source_name = 'b'", [shared]
+    )
+    stagger(shared, ids["copy_a"], ids["copy_b"])
+    ((_, ids["redriven_a"]),) = boss.redrive("dlq", source_name="a").moved_ids
+    ids["copy_a2"] = fail_for_good("a", ids["redriven_a"])
+    return ids
+
+
+def test_lineage_of_an_id_two_queues_hold_is_each_queues_own_chain():
+    ids = two_chains_from_one_id()
+    chain_a = [(job.name, job.id) for job in boss.get_lineage(ids["shared"], name="a")]
+    chain_b = [(job.name, job.id) for job in boss.get_lineage(ids["shared"], name="b")]
+    assert sorted(chain_a) == sorted(
+        [("a", ids["shared"]), ("a", ids["redriven_a"]), ("dlq", ids["copy_a2"])]
+    )
+    assert sorted(chain_b) == sorted([("b", ids["shared"]), ("dlq", ids["copy_b"])])
+    # From any other job of a chain, the same chain.
+    assert sorted((j.name, j.id) for j in boss.get_lineage(ids["copy_a2"])) == sorted(chain_a)
+    assert sorted((j.name, j.id) for j in boss.get_lineage(ids["copy_b"])) == sorted(chain_b)
+    # A Job names its own queue.
+    (b_root,) = [job for job in boss.get_lineage(ids["copy_b"]) if job.name == "b"]
+    assert sorted((j.name, j.id) for j in boss.get_lineage(b_root)) == sorted(chain_b)
+
+
+def test_lineage_of_an_id_two_queues_hold_needs_the_queue():
+    ids = two_chains_from_one_id()
+    with pytest.raises(InvalidJobReference, match="held by several queues"):
+        boss.get_lineage(ids["shared"])
+    assert boss.get_lineage(ids["shared"], name="dlq") == []
+
+
+def test_lineage_of_a_deleted_root_two_queues_held_is_told_apart_by_its_queue():
+    ids = two_chains_from_one_id()
+    rows("DELETE FROM {s}.job WHERE id = %s", [ids["shared"]])
+    assert sorted(j.id for j in boss.get_lineage(ids["shared"], name="b")) == [ids["copy_b"]]
+    assert sorted(j.id for j in boss.get_lineage(ids["shared"], name="a")) == sorted(
+        [ids["redriven_a"], ids["copy_a2"]]
+    )

@@ -463,15 +463,20 @@ class Boss:
             ids=ids,
         )
 
-    def get_lineage(self, job_id: str | uuid.UUID | Job) -> list[Job]:
-        """Every job of the dead-letter chain that ``job_id`` belongs to, oldest first.
+    def get_lineage(self, job_id: str | uuid.UUID | Job, *, name: str | None = None) -> list[Job]:
+        """Every job of the dead-letter chain that job (``name``, ``job_id``) belongs to, oldest first.
 
         The chain is its first job (if it still exists), every dead-letter copy and every redriven
         job, across queues, however many round trips it took; ``job_id`` may be any of them,
         including a root that retention already deleted. A job never dead-lettered is a chain of
         one; an unknown id gives []. Jobs carry every column, as get_job_by_id() returns them.
+
+        ``name`` is the queue holding ``job_id`` (a Job carries its own). It may be left out while
+        only one queue holds that id; when two queues do (``send(id=...)`` allows it, the key is
+        (name, id)), leaving it out raises InvalidJobReference, and with it the other queue's
+        chain is left out.
         """
-        return self._dead_letters.get_lineage(job_id)
+        return self._dead_letters.get_lineage(job_id, name=name)
 
 
 #: The default Boss, bound to settings.PGBOSS["DATABASE"] and ["SCHEMA"] at each call.

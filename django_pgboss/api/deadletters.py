@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django_pgboss import arguments
+from django_pgboss.api.lineage import one_chain
 from django_pgboss.arguments import attempt_references
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.db.context import DatabaseContext
@@ -147,20 +148,29 @@ class DeadLetters:
         total = unroutable + sum(d.count for d in destinations)
         return RedrivePreview(total, tuple(destinations), unroutable)
 
-    def get_lineage(self, job_id: str | uuid.UUID | Job) -> list[Job]:
-        """Every job of the dead-letter chain that ``job_id`` belongs to, oldest first.
-
-        The chain is its first job (if it still exists), every dead-letter copy and every redriven
-        job, across queues, however many round trips it took; ``job_id`` may be any of them,
-        including a root that retention already deleted. A job never dead-lettered is a chain of
-        one; an unknown id gives []. Jobs carry every column, as get_job_by_id() returns them.
-        """
+    def get_lineage(self, job_id: str | uuid.UUID | Job, *, name: str | None = None) -> list[Job]:
+        """See Boss.get_lineage()."""
         if isinstance(job_id, list | tuple | set):
             raise InvalidJobReference(f"get_lineage() takes one job id, not {job_id!r}")
+        if name is None and isinstance(job_id, Job):
+            name = job_id.name
+        if name is not None:
+            validate_queue_name(name)
         (canonical,), _ = attempt_references(job_id, "get_lineage")
         with self.context.cursor() as cursor:
-            cursor.execute(redrive_plans.lineage(self.context.quoted_schema), {"id": canonical})
-            return [job_from_row(row) for row in cursor.fetchall()]
+            cursor.execute(redrive_plans.lineage(self.context.quoted_schema), {"id": canonical, "name": name})
+            candidates = [job_from_row(row) for row in cursor.fetchall()]
+        holders = sorted({job.name for job in candidates if job.id == canonical})
+        if name is None and len(holders) > 1:
+            raise InvalidJobReference(
+                f"job id {canonical} is held by several queues ({', '.join(map(repr, holders))}): "
+                "pass name= to say which job's lineage you want"
+            )
+        if name is None:
+            # One queue holds the id, or none does (a root retention deleted): nothing to tell apart
+            # but by the links, from the job itself.
+            return one_chain(candidates, holders[0], canonical) if holders else candidates
+        return one_chain(candidates, name, canonical)
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -210,7 +210,8 @@ def redrive(schema: str, table: str) -> str:
 
 
 def lineage(schema: str) -> str:
-    """Every job of the dead-letter chain that holds a job id, oldest first. Parameter: id.
+    """Every job of the dead-letter chain that holds a job id, oldest first. Parameters: id, and
+    name, the queue that holds it (NULL: any queue).
 
     A chain is its first job (the root) and every job with source_root_id = the root: each
     dead-letter copy and each redriven job, in whatever queue. The id given may be any of them,
@@ -221,6 +222,9 @@ def lineage(schema: str) -> str:
     is found by probing that key once per queue rather than by scanning every table for the id.
     The chain itself is read through job_i12, the partial index on source_root_id. A job that was
     never dead-lettered is a chain of one; an id no job has gives no rows.
+
+    Two queues may each hold a job with one id (the key is (name, id)): when both were
+    dead-lettered, the rows hold both chains, which api/lineage.py tells apart.
     """
     columns = ", ".join(f"j.{column}" for column in JOB_COLUMNS)
     return f"""
@@ -228,6 +232,7 @@ def lineage(schema: str) -> str:
       SELECT COALESCE(j.source_root_id, j.id) AS root
       FROM {schema}.queue q
       JOIN {schema}.job j ON j.name = q.name AND j.id = %(id)s::uuid
+      WHERE %(name)s::text IS NULL OR q.name = %(name)s::text
       LIMIT 1
     ),
     chain AS (
