@@ -65,6 +65,9 @@ if [ "${LINT:-0}" = 1 ]; then
   echo "test.sh: ruff" >&2
   "$venv/bin/ruff" check .
   "$venv/bin/ruff" format --check .
+  # The type check reads the models through the suite's settings (pyproject.toml [tool.django-stubs]).
+  echo "test.sh: mypy" >&2
+  "$venv/bin/mypy"
   echo "test.sh: import contracts" >&2
   "$venv/bin/lint-imports" --no-cache
   # The docs site, strictly: a broken link or anchor, or a page missing from the nav, fails.

@@ -42,7 +42,7 @@ def run_job_verb(model_admin: ModelAdmin, request: HttpRequest, queryset: Any, v
         by_queue[job.name].append(str(job.id))
     if verb == "delete":
         # Logged first: the rows are gone afterwards.
-        model_admin.log_deletions(request, jobs)
+        model_admin.log_deletions(request, queryset)  # the rows list() just read, from its cache
     done = 0
     for name, ids in sorted(by_queue.items()):
         try:

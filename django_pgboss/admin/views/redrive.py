@@ -42,8 +42,9 @@ def redrive_view(model_admin: ModelAdmin, request: HttpRequest, queryset: Any) -
     for job in jobs:
         by_queue[job.name].append(str(job.id))
     if request.POST.get("post") == "yes":
-        return _redrive(model_admin, request, jobs, by_queue, destination)
-    previews = []
+        _redrive(model_admin, request, jobs, by_queue, destination)
+        return None
+    previews: list[dict[str, Any]] = []
     for name, ids in sorted(by_queue.items()):
         try:
             preview = boss.preview_redrive(name, destination=destination, ids=ids)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
 from django.contrib import messages
@@ -28,7 +28,9 @@ class ScheduleForm(forms.Form):
     key = forms.CharField(required=False, help_text="Tells several schedules of one queue apart.")
     cron = forms.CharField(help_text="5 fields (minute hour day month weekday), or 6 with seconds first.")
     tz = forms.CharField(label="Time zone", initial="UTC", help_text="An IANA name, e.g. Europe/Paris.")
-    data = forms.CharField(
+    # Named as boss.schedule()'s argument. Django's form metaclass moves declared fields off the
+    # class, so the field does not shadow BaseForm.data (the bound data) as mypy believes.
+    data = forms.CharField(  # type: ignore[assignment]
         required=False,
         widget=forms.Textarea(attrs={"rows": 4, "cols": 40}),
         help_text='The job\'s data, as JSON (e.g. {"kind": "nightly"}); empty for none.',
@@ -40,7 +42,8 @@ class ScheduleForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["name"].choices = [(n, n) for n in Queue.objects.values_list("name", flat=True)]
+        name = cast(forms.ChoiceField, self.fields["name"])  # declared above
+        name.choices = [(n, n) for n in Queue.objects.values_list("name", flat=True)]
 
     def clean_data(self) -> Any:
         # A CharField, not forms.JSONField: that one shows an empty answer back as "null".
