@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import cast
 
 from django_pgboss.constants import BARE_IDENTIFIER_PATTERN, SCHEMA_NAME_MAX_BYTES
 from django_pgboss.exceptions import ImproperlyConfiguredSchema
@@ -212,7 +213,7 @@ def validate_schema_name(name: object) -> str:
         raise ImproperlyConfiguredSchema(
             f'settings.PGBOSS["SCHEMA"] = {name!r} is invalid: the schema name {problem}.'
         )
-    return name  # type: ignore[return-value]
+    return cast(str, name)  # schema_name_problem() found none, so a str
 
 
 def quote_identifier(name: str) -> str:
