@@ -256,7 +256,7 @@ def explain_hot_statements(admin: psycopg.Connection) -> None:
         (
             "claim_due_queues (monitor_claim_on)",
             stats_plans.claim_due_queues(schema, "monitor_claim_on", fallback="monitor_on"),
-            [chunk, interval],
+            {"names": chunk, "seconds": interval},
         ),
         (
             "cache_queue_stats (throughput on), job_common",
@@ -270,9 +270,9 @@ def explain_hot_statements(admin: psycopg.Connection) -> None:
         (
             "fail_expired_jobs, job_common",
             maintenance_plans.fail_expired_jobs(schema, table),
-            [to_json(EXPIRED_OUTPUT, "output"), chunk],
+            {"output": to_json(EXPIRED_OUTPUT, "output"), "names": chunk},
         ),
-        ("delete_old_jobs, job_common", maintenance_plans.delete_old_jobs(schema, table), [chunk]),
+        ("delete_old_jobs, job_common", maintenance_plans.delete_old_jobs(schema, table), {"names": chunk}),
     ]
     reset_claims(admin)
     for label, sql, params in statements:

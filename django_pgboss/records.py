@@ -63,29 +63,49 @@ class Job:
         return {"id": self.id, "retry_count": self.retry_count}
 
 
-#: Job's field names, in the order the fetch and read statements return their columns.
+#: Job's field names.
 JOB_FIELDS = tuple(f.name for f in fields(Job))
-_UUID_FIELDS = tuple(JOB_FIELDS.index(key) for key in ("id", "source_id", "source_root_id"))
-_JSON_FIELDS = tuple(JOB_FIELDS.index(key) for key in ("data", "output", "source_output"))
+#: The job table's column names where Job's field is named otherwise (the API's spelling).
+_FIELD_OF_COLUMN = {"expire_seconds": "expire_in_seconds", "deletion_seconds": "delete_after_seconds"}
+_UUID_FIELDS = frozenset({"id", "source_id", "source_root_id"})
+_JSON_FIELDS = frozenset({"data", "output", "source_output"})
 
 
-def job_from_row(row: Sequence[Any]) -> Job:
-    """Build a Job from a row in JOB_FIELDS order (a fetch without metadata returns a prefix).
+def job_fields(columns: Sequence[str]) -> list[tuple[int, str]]:
+    """(position, Job field) for each column of a result that is a Job field, by column name."""
+    known = frozenset(JOB_FIELDS)
+    named = ((index, _FIELD_OF_COLUMN.get(column, column)) for index, column in enumerate(columns))
+    return [(index, name) for index, name in named if name in known]
 
-    uuids come back from psycopg as UUID objects and are handed out as strings; jsonb comes back
-    from Django's connection as text (Django reads it that way for JSONField) and is decoded.
-    Columns past JOB_FIELDS (a fetch's ordering columns) are ignored. Positional, because every
-    fetched job passes through here.
+
+def job_from_row(row: Sequence[Any], columns: Sequence[str]) -> Job:
+    """Build a Job from a row whose columns are named ``columns`` (job table column names).
+
+    Columns that are no Job field (a fetch's ordering columns) are ignored, and fields without a
+    column (a fetch without metadata) stay None. uuids come back from psycopg as UUID objects and
+    are handed out as strings; jsonb comes back from Django's connection as text (Django reads it
+    that way for JSONField) and is decoded.
     """
-    values = list(row[: len(JOB_FIELDS)])
-    width = len(values)
-    for index in _UUID_FIELDS:
-        if index < width and values[index] is not None:
-            values[index] = str(values[index])
-    for index in _JSON_FIELDS:
-        if index < width and isinstance(values[index], str):
-            values[index] = json.loads(values[index])
-    return Job(*values)
+    return _job(row, job_fields(columns))
+
+
+def jobs_from_cursor(cursor: Any) -> list[Job]:
+    """Every row the cursor's statement returned, as Jobs matched to its columns by name."""
+    positions = job_fields([column[0] for column in cursor.description])
+    return [_job(row, positions) for row in cursor.fetchall()]
+
+
+def _job(row: Sequence[Any], positions: list[tuple[int, str]]) -> Job:
+    values = {}
+    for index, name in positions:
+        value = row[index]
+        if value is not None:
+            if name in _UUID_FIELDS:
+                value = str(value)
+            elif name in _JSON_FIELDS and isinstance(value, str):
+                value = json.loads(value)
+        values[name] = value
+    return Job(**values)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from django_pgboss.exceptions import (
 )
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import redrive as redrive_plans
-from django_pgboss.records import Job, job_from_row
+from django_pgboss.records import Job, jobs_from_cursor
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +159,7 @@ class DeadLetters:
         (canonical,), _ = attempt_references(job_id, "get_lineage")
         with self.context.cursor() as cursor:
             cursor.execute(redrive_plans.lineage(self.context.quoted_schema), {"id": canonical, "name": name})
-            candidates = [job_from_row(row) for row in cursor.fetchall()]
+            candidates = jobs_from_cursor(cursor)
         holders = sorted({job.name for job in candidates if job.id == canonical})
         if name is None and len(holders) > 1:
             raise InvalidJobReference(
@@ -224,7 +224,7 @@ class DeadLetters:
         a queue since re-created with a partition of its own would find nothing to move.
         """
         with self.context.cursor() as cursor:
-            cursor.execute(queue_plans.get_queue_routing(self.context.quoted_schema), [dlq_name])
+            cursor.execute(queue_plans.get_queue_routing(self.context.quoted_schema), {"name": dlq_name})
             row = cursor.fetchone()
             if row is None:
                 raise QueueNotFound(f"dead-letter queue {dlq_name!r} does not exist")
@@ -238,7 +238,9 @@ class DeadLetters:
                     "dead_letter and it holds no dead-letter copies"
                 )
             if destination is not None:
-                cursor.execute(queue_plans.get_queue_routing(self.context.quoted_schema), [destination])
+                cursor.execute(
+                    queue_plans.get_queue_routing(self.context.quoted_schema), {"name": destination}
+                )
                 if cursor.fetchone() is None:
                     raise QueueNotFound(f"destination queue {destination!r} does not exist")
         return table

@@ -95,7 +95,9 @@ class JobEditor:
                 # Held until the transaction ends: the next upsert of this key starts after this
                 # one's job is committed (or rolled back) and so sees it.
                 with context.cursor() as cursor:
-                    cursor.execute(edit_plans.upsert_lock(), [context.lock_key(f"upsert:{name}:{key}")])
+                    cursor.execute(
+                        edit_plans.upsert_lock(), {"lock_key": context.lock_key(f"upsert:{name}:{key}")}
+                    )
             ids = self._edit(name, by, key, match, data_json, values)
             if ids:
                 return UpsertResult(jobs=ids, updated=len(ids), inserted=0)
@@ -200,5 +202,5 @@ class JobEditor:
                 f"get_blocked_keys() is only for key_strict_fifo queues; queue {name!r} is {route.policy}"
             )
         with context.cursor() as cursor:
-            cursor.execute(edit_plans.blocked_keys(context.quoted_schema, route.table), [name])
+            cursor.execute(edit_plans.blocked_keys(context.quoted_schema, route.table), {"name": name})
             return [row[0] for row in cursor.fetchall()]

@@ -27,14 +27,16 @@ class EventStore:
         validate_queue_name(name)
         self.context.route(name)  # QueueNotFound rather than a foreign-key error
         with self.context.cursor() as cursor:
-            cursor.execute(event_plans.subscribe(self.context.quoted_schema), [event, name])
+            cursor.execute(event_plans.subscribe(self.context.quoted_schema), {"event": event, "name": name})
 
     def unsubscribe(self, event: str, name: str) -> None:
         """See Boss.unsubscribe()."""
         arguments.event_name(event)
         validate_queue_name(name)
         with self.context.cursor() as cursor:
-            cursor.execute(event_plans.unsubscribe(self.context.quoted_schema), [event, name])
+            cursor.execute(
+                event_plans.unsubscribe(self.context.quoted_schema), {"event": event, "name": name}
+            )
 
     def publish(self, event: str, data: Any = None, **options: Any) -> dict[str, str | None]:
         """See Boss.publish()."""
@@ -43,6 +45,6 @@ class EventStore:
         arguments.job_payload(data, options, where="publish()")
         with self.context.atomic():
             with self.context.cursor() as cursor:
-                cursor.execute(event_plans.subscribed_queues(self.context.quoted_schema), [event])
+                cursor.execute(event_plans.subscribed_queues(self.context.quoted_schema), {"event": event})
                 names = [row[0] for row in cursor.fetchall()]
             return {name: self.sender.send(name, data, **options) for name in names}

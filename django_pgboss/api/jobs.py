@@ -21,7 +21,7 @@ from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import InvalidJobReference, InvalidOption
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import settle as settle_plans
-from django_pgboss.records import Job, job_from_row
+from django_pgboss.records import Job, jobs_from_cursor
 from django_pgboss.wire import EncodedOutput, output_value, to_json
 
 
@@ -82,12 +82,12 @@ class JobStore:
             guard = context.atomic() if context.in_atomic_block else nullcontext()
             with guard, context.cursor() as cursor:
                 cursor.execute(sql, params)
-                rows = cursor.fetchall()
+                jobs = jobs_from_cursor(cursor)
         except IntegrityError:
             # Two fetchers picked different jobs of the same singleton/stately key at once; the
             # unique index let one through. The loser claims nothing this time, as in pg-boss.
             return []
-        return [job_from_row(row) for row in rows]
+        return jobs
 
     # -- settling --------------------------------------------------------------------------------
 
@@ -149,19 +149,18 @@ class JobStore:
         with context.cursor() as cursor:
             cursor.execute(
                 settle_plans.complete_jobs_with_outputs(context.quoted_schema, context.route(name).table),
-                ["[" + ",".join(records) + "]", name, ids],
+                {"records": "[" + ",".join(records) + "]", "name": name, "ids": ids},
             )
             return [str(row[0]) for row in cursor.fetchall()]
 
     def _settle(self, name: str, jobs: JobReference, verb: str, plan: Any, **output: Any) -> int:
         validate_queue_name(name)
         ids, attempts = attempt_references(jobs, verb)
-        params: list[Any] = []
+        params: dict[str, Any] = {"name": name, "ids": ids}
         if output:
-            params.append(to_json(output_value(output["output"]), "output"))
-        params += [name, ids]
+            params["output"] = to_json(output_value(output["output"]), "output")
         if attempts is not None:
-            params.append(attempts)
+            params["attempts"] = attempts
         context = self.context
         table = context.route(name).table
         with context.cursor() as cursor:
@@ -175,7 +174,7 @@ class JobStore:
         context = self.context
         table = context.route(name).table
         with context.cursor() as cursor:
-            cursor.execute(plan(context.quoted_schema, table), [name, id_list])
+            cursor.execute(plan(context.quoted_schema, table), {"name": name, "ids": id_list})
             return cursor.fetchone()[0]
 
     # -- reading ---------------------------------------------------------------------------------
@@ -187,10 +186,11 @@ class JobStore:
         context = self.context
         with context.cursor() as cursor:
             cursor.execute(
-                job_plans.get_job(context.quoted_schema, context.route(name).table), [name, job_id]
+                job_plans.get_job(context.quoted_schema, context.route(name).table),
+                {"name": name, "id": job_id},
             )
-            row = cursor.fetchone()
-        return job_from_row(row) if row else None
+            jobs = jobs_from_cursor(cursor)
+        return jobs[0] if jobs else None
 
     def find_jobs(
         self,
@@ -205,15 +205,13 @@ class JobStore:
         """See Boss.find_jobs()."""
         validate_queue_name(name)
         arguments.limit("limit", limit)
-        params: list[Any] = [name]
+        params: dict[str, Any] = {"name": name, "limit": limit}
         if id is not None:
-            (job_id,), _ = attempt_references(id, "find_jobs")
-            params.append(job_id)
+            (params["id"],), _ = attempt_references(id, "find_jobs")
         if key is not None:
-            params.append(arguments.text("key", key))
+            params["key"] = arguments.text("key", key)
         if data is not None:
-            params.append(arguments.data_filter(data))
-        params.append(limit)
+            params["data"] = arguments.data_filter(data)
         context = self.context
         sql = job_plans.find_jobs(
             context.quoted_schema,
@@ -225,4 +223,4 @@ class JobStore:
         )
         with context.cursor() as cursor:
             cursor.execute(sql, params)
-            return [job_from_row(row) for row in cursor.fetchall()]
+            return jobs_from_cursor(cursor)

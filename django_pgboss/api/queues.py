@@ -28,7 +28,7 @@ from django_pgboss.wire import to_json, to_wire
 
 def require_dead_letter(context: DatabaseContext, cursor: Any, dead_letter: str) -> None:
     """Raise DeadLetterQueueNotFound unless queue ``dead_letter`` exists (read on ``cursor``)."""
-    cursor.execute(queue_plans.get_queue_routing(context.quoted_schema), [dead_letter])
+    cursor.execute(queue_plans.get_queue_routing(context.quoted_schema), {"name": dead_letter})
     if cursor.fetchone() is None:
         raise DeadLetterQueueNotFound(f"dead_letter queue {dead_letter!r} does not exist; create it first")
 
@@ -49,9 +49,10 @@ class QueueStore:
         with context.atomic(), context.cursor() as cursor:
             if options.get("dead_letter") is not None:
                 require_dead_letter(context, cursor, options["dead_letter"])
-            cursor.execute(queue_plans.advisory_lock(), [context.lock_key("create-queue")])
+            cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key("create-queue")})
             cursor.execute(
-                queue_plans.create_queue(context.quoted_schema), [name, to_json(payload, "queue options")]
+                queue_plans.create_queue(context.quoted_schema),
+                {"name": name, "options": to_json(payload, "queue options")},
             )
         context.forget_route(name)
 
@@ -65,7 +66,7 @@ class QueueStore:
                 require_dead_letter(context, cursor, options["dead_letter"])
             cursor.execute(
                 queue_plans.update_queue(context.quoted_schema),
-                [to_json(to_wire(options), "options"), name],
+                {"options": to_json(to_wire(options), "options"), "name": name},
             )
             if cursor.rowcount == 0:
                 raise QueueNotFound(f"queue {name!r} does not exist")
@@ -81,15 +82,15 @@ class QueueStore:
                 # SQL function alone fails on the missing queue's table name).
                 return
             with context.atomic(), context.cursor() as cursor:
-                cursor.execute(queue_plans.dead_letter_users(context.quoted_schema), [name])
+                cursor.execute(queue_plans.dead_letter_users(context.quoted_schema), {"name": name})
                 users = [row[0] for row in cursor.fetchall()]
                 if users:
                     raise QueueInUse(
                         f"queue {name!r} is the dead_letter of {', '.join(map(repr, users))}; "
                         "change or clear their dead_letter first"
                     )
-                cursor.execute(queue_plans.advisory_lock(), [context.lock_key("delete-queue")])
-                cursor.execute(queue_plans.delete_queue(context.quoted_schema), [name])
+                cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key("delete-queue")})
+                cursor.execute(queue_plans.delete_queue(context.quoted_schema), {"name": name})
         except IntegrityError as exc:
             # Jobs of other queues still name it as their own dead_letter (a send option).
             raise QueueInUse(f"queue {name!r} is still the dead_letter of waiting jobs: {exc}") from exc
@@ -109,7 +110,7 @@ class QueueStore:
                 cursor.execute(queue_plans.get_queues(schema, by_name=False))
             else:
                 names = [validate_queue_name(n) for n in ([names] if isinstance(names, str) else names)]
-                cursor.execute(queue_plans.get_queues(schema, by_name=True), [names])
+                cursor.execute(queue_plans.get_queues(schema, by_name=True), {"names": names})
             return [QueueInfo(*row) for row in cursor.fetchall()]
 
     def get_queue_stats(

@@ -101,7 +101,15 @@ class ScheduleStore:
             try:
                 cursor.execute(
                     schedule_plans.upsert_schedule(self.context.quoted_schema),
-                    [name, key or "", "cron", cron, tz, to_json(data, "data"), to_json(options, "options")],
+                    {
+                        "name": name,
+                        "key": key or "",
+                        "kind": "cron",
+                        "cron": cron,
+                        "timezone": tz,
+                        "data": to_json(data, "data"),
+                        "options": to_json(options, "options"),
+                    },
                 )
             except IntegrityError as exc:  # the queue went away in between
                 raise QueueNotFound(f"queue {name!r} does not exist") from exc
@@ -110,7 +118,9 @@ class ScheduleStore:
         """See Boss.unschedule()."""
         validate_queue_name(name)
         with self.context.cursor() as cursor:
-            cursor.execute(schedule_plans.delete_schedule(self.context.quoted_schema), [name, key or ""])
+            cursor.execute(
+                schedule_plans.delete_schedule(self.context.quoted_schema), {"name": name, "key": key or ""}
+            )
 
     def get_schedules(self, name: str | None = None) -> list[Schedule]:
         """See Boss.get_schedules()."""
@@ -120,7 +130,7 @@ class ScheduleStore:
                 cursor.execute(schedule_plans.get_schedules(schema, by_name=False))
             else:
                 cursor.execute(
-                    schedule_plans.get_schedules(schema, by_name=True), [validate_queue_name(name)]
+                    schedule_plans.get_schedules(schema, by_name=True), {"name": validate_queue_name(name)}
                 )
             rows = cursor.fetchall()
         schedules = []

@@ -49,7 +49,9 @@ class JobSender:
             return job_id[0] if job_id else None
         # The current slot is taken: a debounced job goes into the next one, starting when it opens.
         with context.cursor() as cursor:
-            cursor.execute(job_plans.debounce_delay(context.quoted_schema), [job["singleton_seconds"]])
+            cursor.execute(
+                job_plans.debounce_delay(context.quoted_schema), {"seconds": job["singleton_seconds"]}
+            )
             delay = cursor.fetchone()[0]
         job = {**job, "start_after": f"{delay} seconds", "singleton_offset": job["singleton_seconds"]}
         job_id = self._insert(name, [job], returning=True)
@@ -121,7 +123,7 @@ class JobSender:
         with context.cursor() as cursor:
             cursor.execute(
                 job_plans.insert_jobs(context.quoted_schema, route.table, returning=False, slots=True),
-                [encode_jobs(jobs), name],
+                {"jobs": encode_jobs(jobs), "name": name},
             )
             return cursor.rowcount
 
@@ -165,9 +167,9 @@ class JobSender:
                 fetch_ids = True
             else:
                 body = body or encode_jobs(payload)
-                params = [body, name]
+                params = {"jobs": body, "name": name}
                 if route.notify:
-                    params += [schema_key(context.schema), name]
+                    params["schema_key"] = schema_key(context.schema)
                 sql = job_plans.insert_jobs(schema, route.table, returning=returning, notify=route.notify)
                 stale = STALE_TABLE_SQLSTATES
                 fetch_ids = returning or route.notify

@@ -133,7 +133,7 @@ class DatabaseContext:
         if route is not None:
             return route
         with self.cursor() as cursor:
-            cursor.execute(queue_plans.get_queue_routing(self.quoted_schema), [name])
+            cursor.execute(queue_plans.get_queue_routing(self.quoted_schema), {"name": name})
             row = cursor.fetchone()
         if row is None:
             raise QueueNotFound(f"queue {name!r} does not exist; create it with create_queue() first")
@@ -150,7 +150,7 @@ class DatabaseContext:
     def queue_exists(self, name: str) -> bool:
         """Whether queue ``name`` exists now, read fresh (not from the cache)."""
         with self.cursor() as cursor:
-            cursor.execute(queue_plans.get_queue_routing(self.quoted_schema), [name])
+            cursor.execute(queue_plans.get_queue_routing(self.quoted_schema), {"name": name})
             return cursor.fetchone() is not None
 
 

@@ -109,3 +109,7 @@ class _LeanCursor:
     @property
     def rowcount(self) -> int:
         return self._cursor.rowcount
+
+    @property
+    def description(self) -> Any:
+        return self._cursor.description

@@ -138,7 +138,9 @@ def _queue_tables(context: DatabaseContext, names: list[str] | None) -> list[tup
         if names is None:
             cursor.execute(maintenance_plans.queue_tables(context.quoted_schema, by_name=False))
         else:
-            cursor.execute(maintenance_plans.queue_tables(context.quoted_schema, by_name=True), [names])
+            cursor.execute(
+                maintenance_plans.queue_tables(context.quoted_schema, by_name=True), {"names": names}
+            )
         return [(quote_job_table(table), list(queues)) for table, queues in cursor.fetchall()]
 
 
@@ -149,7 +151,8 @@ def _count(
     schema = context.quoted_schema
     with context.cursor() as cursor:
         cursor.execute(
-            stats_plans.claim_due_queues(schema, "monitor_claim_on", fallback="monitor_on"), [chunk, interval]
+            stats_plans.claim_due_queues(schema, "monitor_claim_on", fallback="monitor_on"),
+            {"names": chunk, "seconds": interval},
         )
         claimed = cursor.fetchall()
     queues = [row[0] for row in claimed]
@@ -170,8 +173,8 @@ def _count(
     report.stats_seconds += max(row[4] for row in rows)
     if persist:
         with context.atomic(), context.cursor() as cursor:
-            cursor.execute(queue_plans.advisory_lock(), [context.lock_key("queue-stats-insert")])
-            cursor.execute(stats_plans.insert_queue_stats(schema), [[row[0] for row in rows]])
+            cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key("queue-stats-insert")})
+            cursor.execute(stats_plans.insert_queue_stats(schema), {"names": [row[0] for row in rows]})
         late = [row[0] for row in rows if row[3]]
         if late:
             with context.atomic(), context.cursor() as cursor:
@@ -205,8 +208,8 @@ def _fail_silent(context: DatabaseContext, table: str, queues: list[str], report
     )
     for kind, lock_name, plan, output in sweeps:
         with context.atomic(), context.cursor() as cursor:
-            cursor.execute(queue_plans.advisory_lock(), [context.lock_key(f"{table}{lock_name}")])
-            cursor.execute(plan(schema, table), [to_json(output, "output"), queues])
+            cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}{lock_name}")})
+            cursor.execute(plan(schema, table), {"output": to_json(output, "output"), "names": queues})
             setattr(report, kind, getattr(report, kind) + cursor.fetchone()[0])
 
 
@@ -215,14 +218,14 @@ def _maintain(context: DatabaseContext, table: str, chunk: list[str], report: Pa
     with context.cursor() as cursor:
         cursor.execute(
             stats_plans.claim_due_queues(schema, "maintain_on"),
-            [chunk, pgboss_settings.MAINTENANCE_INTERVAL_SECONDS],
+            {"names": chunk, "seconds": pgboss_settings.MAINTENANCE_INTERVAL_SECONDS},
         )
         due = [row[0] for row in cursor.fetchall()]
     if not due:
         return
     with context.atomic(), context.cursor() as cursor:
-        cursor.execute(queue_plans.advisory_lock(), [context.lock_key(f"{table}deletion")])
-        cursor.execute(maintenance_plans.delete_old_jobs(schema, table), [due])
+        cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}deletion")})
+        cursor.execute(maintenance_plans.delete_old_jobs(schema, table), {"names": due})
         report.deleted += cursor.rowcount
     report.maintained += due
 
@@ -262,13 +265,14 @@ def _retention(context: DatabaseContext, persist: bool) -> None:
         if persist:
             cursor.execute(
                 maintenance_plans.drop_old_queue_stats_partitions(schema),
-                [pgboss_settings.QUEUE_STATS_RETENTION_DAYS],
+                {"days": pgboss_settings.QUEUE_STATS_RETENTION_DAYS},
             )
             for (partition,) in cursor.fetchall():
                 cursor.execute(maintenance_plans.drop_table(schema, quote_identifier(partition)))
         if pgboss_settings.PERSIST_WARNINGS:
             cursor.execute(
-                maintenance_plans.delete_old_warnings(schema), [pgboss_settings.WARNING_RETENTION_DAYS]
+                maintenance_plans.delete_old_warnings(schema),
+                {"days": pgboss_settings.WARNING_RETENTION_DAYS},
             )
 
 
@@ -281,5 +285,6 @@ def warn(source: Any, report: Any, kind: str, message: str, data: dict[str, Any]
     if pgboss_settings.PERSIST_WARNINGS:
         with context.cursor() as cursor:
             cursor.execute(
-                maintenance_plans.insert_warning(context.quoted_schema), [kind, message, json.dumps(data)]
+                maintenance_plans.insert_warning(context.quoted_schema),
+                {"type": kind, "message": message, "data": json.dumps(data)},
             )

@@ -93,7 +93,9 @@ class Timekeeper:
         """
         report = CronReport()
         with self.context.cursor() as cursor:
-            cursor.execute(schedule_plans.claim_cron(self.context.quoted_schema), [CRON_INTERVAL_SECONDS])
+            cursor.execute(
+                schedule_plans.claim_cron(self.context.quoted_schema), {"seconds": CRON_INTERVAL_SECONDS}
+            )
             prior_pass, claimed, database_now = cursor.fetchone()
         report.claimed = claimed
         if claimed:
@@ -168,7 +170,8 @@ class Timekeeper:
                 ]
                 with self.context.cursor() as cursor:
                     cursor.execute(
-                        schedule_plans.set_last_job_ids(self.context.quoted_schema), [json.dumps(records)]
+                        schedule_plans.set_last_job_ids(self.context.quoted_schema),
+                        {"records": json.dumps(records)},
                     )
             jobs = self._jobs.fetch(SEND_IT_QUEUE, batch_size=batch_size) if len(jobs) == batch_size else []
         return sent

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from django_pgboss.plans.fragments import lock_id
 from django_pgboss.plans.jobs import notify_channel
 
 #: The columns update_jobs() can set, by the option that sets them, with the cast its parameter
@@ -98,7 +99,7 @@ def update_jobs(
     if notify:
         update += f""",
     notified AS (
-      SELECT pg_notify({notify_channel().replace("%s", "%(schema_key)s")}, %(name)s)
+      SELECT pg_notify({notify_channel()}, %(name)s)
       FROM edited WHERE start_after <= {schema}.job_now() LIMIT 1
     )
     SELECT id FROM edited WHERE (SELECT count(*) FROM notified) >= 0 ORDER BY created_on, id"""
@@ -158,7 +159,7 @@ def blocked_keys(schema: str, table: str) -> str:
     """The keys of a key_strict_fifo queue that a failed job blocks, in key order. Parameter: name."""
     return f"""
     SELECT DISTINCT singleton_key FROM {schema}.{table}
-    WHERE name = %s AND state = 'failed' AND policy = 'key_strict_fifo'
+    WHERE name = %(name)s AND state = 'failed' AND policy = 'key_strict_fifo'
     ORDER BY singleton_key
     """
 
@@ -166,11 +167,8 @@ def blocked_keys(schema: str, table: str) -> str:
 def upsert_lock() -> str:
     """Take a transaction-scoped advisory lock for one (queue, key) of an upsert.
 
-    Parameter: the lock key text (DatabaseContext.lock_key of the queue and key). Derived the way
+    Parameter: lock_key, the lock key text (DatabaseContext.lock_key of the queue and key). Derived the way
     pg-boss derives its own lock ids (queues.advisory_lock), so the space is shared with them;
     a collision with another key only makes two upserts wait for each other.
     """
-    return (
-        "SELECT pg_advisory_xact_lock("
-        "('x' || encode(sha224((current_database() || %s)::bytea), 'hex'))::bit(64)::bigint)"
-    )
+    return f"SELECT pg_advisory_xact_lock({lock_id('%(lock_key)s')})"

@@ -7,16 +7,16 @@ def subscribe(schema: str) -> str:
     """Subscribe a queue to an event (again: only refreshes updated_on). Parameters: event, name."""
     return f"""
     INSERT INTO {schema}.subscription (event, name, created_on, updated_on)
-    VALUES (%s, %s, {schema}.job_now(), {schema}.job_now())
+    VALUES (%(event)s, %(name)s, {schema}.job_now(), {schema}.job_now())
     ON CONFLICT (event, name) DO UPDATE SET updated_on = {schema}.job_now()
     """
 
 
 def unsubscribe(schema: str) -> str:
     """Remove a subscription. Parameters: event, name."""
-    return f"DELETE FROM {schema}.subscription WHERE event = %s AND name = %s"
+    return f"DELETE FROM {schema}.subscription WHERE event = %(event)s AND name = %(name)s"
 
 
 def subscribed_queues(schema: str) -> str:
     """The queues subscribed to an event, in name order. Parameter: event."""
-    return f"SELECT name FROM {schema}.subscription WHERE event = %s ORDER BY name"
+    return f"SELECT name FROM {schema}.subscription WHERE event = %(event)s ORDER BY name"

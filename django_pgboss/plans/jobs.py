@@ -5,6 +5,9 @@ from __future__ import annotations
 import functools
 import re
 
+from django_pgboss.plans import fragments
+from django_pgboss.plans.fragments import JOB_COLUMNS, JOB_MIN_COLUMNS
+
 # The recordset a send or insert carries, one JSON object per job, with pg-boss's option names:
 # the same shape pg-boss itself inserts from, so a job reads the same whichever side sent it.
 _RECORDSET = """
@@ -29,12 +32,12 @@ _RECORDSET = """
 
 
 def notify_channel() -> str:
-    """The LISTEN/NOTIFY channel of a schema, as pg-boss derives it. Parameter: the schema key.
+    """The LISTEN/NOTIFY channel of a schema, as pg-boss derives it. Parameter: schema_key.
 
     'pgboss_' and 24 hex digits of sha224(schema): channels are database-wide and limited to 63
     bytes, so pg-boss hashes the schema into a short, stable name that LISTEN and NOTIFY agree on.
     """
-    return "('pgboss_' || left(encode(sha224(%s::bytea), 'hex'), 24))"
+    return "('pgboss_' || left(encode(sha224(%(schema_key)s::bytea), 'hex'), 24))"
 
 
 def listen(channel: str) -> str:
@@ -50,9 +53,9 @@ def insert_jobs(
 ) -> str:
     """Insert a batch of jobs from a JSON array, in one statement.
 
-    Parameters: the JSON array, the queue name, and (with notify) the schema key and queue name for
-    the NOTIFY. Each job takes its option if given, else its queue's setting (the pg-boss cascade:
-    job option, queue config, default). start_after is a timestamp string or an interval string,
+    Parameters: jobs (the JSON array), name, and with notify schema_key (for the channel). Each
+    job takes its option if given, else its queue's setting (the pg-boss cascade: job option,
+    queue config, default). start_after is a timestamp string or an interval string,
     relative to job_now(). singleton_on is the throttle slot: job_now() floored to a multiple of
     singletonSeconds, shifted by singletonOffset for a debounced job's next slot. ON CONFLICT DO
     NOTHING is how a policy or throttle slot drops a job: it simply returns no id.
@@ -64,12 +67,12 @@ def insert_jobs(
     With notify, one pg_notify is issued, and only when some inserted job is runnable now; the
     notification is delivered on commit, with the jobs.
     """
+    slot = fragments.singleton_slot(schema, 'j."singletonSeconds"::float8', 'j."singletonOffset"::float8')
+    if slots:
+        slot = f"""CASE WHEN j."__singletonSlot" IS NOT NULL THEN j."__singletonSlot"::timestamp
+        ELSE {slot} END"""
     insert = f"""
-    INSERT INTO {schema}.{table} (
-      id, name, data, priority, start_after, created_on, singleton_key, singleton_on, group_id,
-      group_tier, expire_seconds, deletion_seconds, keep_until, retry_limit, retry_delay,
-      retry_backoff, retry_delay_max, policy, dead_letter, heartbeat_seconds
-    )
+    INSERT INTO {schema}.{table} ({", ".join(fragments.INSERT_COLUMNS)})
     SELECT
       COALESCE(j.id, gen_random_uuid()),
       q.name,
@@ -78,12 +81,7 @@ def insert_jobs(
       j.start_after,
       {schema}.job_now(),
       j."singletonKey",
-      CASE {'WHEN j."__singletonSlot" IS NOT NULL THEN j."__singletonSlot"::timestamp' if slots else ""}
-        WHEN j."singletonSeconds" IS NOT NULL THEN
-        'epoch'::timestamp + '1s'::interval * (j."singletonSeconds"::float8 * floor(
-          (date_part('epoch', {schema}.job_now()) + COALESCE(j."singletonOffset", 0)::float8)
-          / j."singletonSeconds"::float8))
-      END,
+      {slot},
       j."groupId",
       j."groupTier",
       COALESCE(j."expireInSeconds", q.expire_seconds),
@@ -97,16 +95,11 @@ def insert_jobs(
       COALESCE(j."deadLetter", q.dead_letter),
       COALESCE(j."heartbeatSeconds", q.heartbeat_seconds)
     FROM (
-      SELECT x.*,
-        CASE
-          WHEN right(x."startAfter", 1) = 'Z' OR x."startAfter" ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}'
-            THEN x."startAfter"::timestamptz
-          ELSE {schema}.job_now() + COALESCE(x."startAfter", '0')::interval
-        END AS start_after
-      FROM json_to_recordset(%s::json) AS x ({_RECORDSET}{"," + chr(10) + '        "__singletonSlot" text' if slots else ""}
+      SELECT x.*, {fragments.start_after(schema, 'x."startAfter"')} AS start_after
+      FROM json_to_recordset(%(jobs)s::json) AS x ({_RECORDSET}{"," + chr(10) + '        "__singletonSlot" text' if slots else ""}
       )
     ) j
-    JOIN {schema}.queue q ON q.name = %s
+    JOIN {schema}.queue q ON q.name = %(name)s
     ON CONFLICT DO NOTHING
     """
     if not notify:
@@ -117,7 +110,7 @@ def insert_jobs(
       RETURNING id, start_after
     ),
     notified AS (
-      SELECT pg_notify({notify_channel()}, %s)
+      SELECT pg_notify({notify_channel()}, %(name)s)
       FROM inserted WHERE start_after <= {schema}.job_now() LIMIT 1
     )
     SELECT id FROM inserted WHERE (SELECT count(*) FROM notified) >= 0
@@ -127,57 +120,15 @@ def insert_jobs(
 def debounce_delay(schema: str) -> str:
     """Seconds until the throttle slot after the current one opens, on the database's clock.
 
-    Parameter: the slot length in seconds. A debounced send whose slot is taken is put in the next
+    Parameter: seconds, the slot length. A debounced send whose slot is taken is put in the next
     slot and must not start before it; pg-boss waits one extra second for slots longer than a
     second so the job lands inside its slot. In bigint: a slot of 2^31 - 1 seconds plus that extra
     second is past int4.
     """
     return f"""
     SELECT greatest(s - mod(floor(extract(epoch FROM {schema}.job_now()))::bigint, s), 1) + (s > 1)::int
-    FROM (SELECT %s::bigint AS s) slot
+    FROM (SELECT %(seconds)s::bigint AS s) slot
     """
-
-
-#: The job columns a read returns, in the order of records.Job's fields.
-JOB_COLUMNS = (
-    "id",
-    "name",
-    "data",
-    "retry_count",
-    "expire_seconds",
-    "heartbeat_seconds",
-    "group_id",
-    "group_tier",
-    "policy",
-    "state",
-    "priority",
-    "retry_limit",
-    "retry_delay",
-    "retry_backoff",
-    "retry_delay_max",
-    "start_after",
-    "started_on",
-    "singleton_key",
-    "singleton_on",
-    "deletion_seconds",
-    "heartbeat_on",
-    "created_on",
-    "completed_on",
-    "keep_until",
-    "dead_letter",
-    "blocked",
-    "blocking",
-    "pending_dependencies",
-    "output",
-    "source_name",
-    "source_id",
-    "source_created_on",
-    "source_retry_count",
-    "source_output",
-    "source_root_id",
-)
-#: The columns every fetch returns; the rest come with include_metadata.
-JOB_MIN_COLUMNS = JOB_COLUMNS[: JOB_COLUMNS.index("policy")]
 
 
 @functools.lru_cache(maxsize=256)
@@ -322,29 +273,29 @@ def fetch_jobs(
 
 def get_job(schema: str, table: str) -> str:
     """One job with every column. Parameters: name, id."""
-    return f"SELECT {', '.join(JOB_COLUMNS)} FROM {schema}.{table} WHERE name = %s AND id = %s"
+    return f"SELECT {', '.join(JOB_COLUMNS)} FROM {schema}.{table} WHERE name = %(name)s AND id = %(id)s"
 
 
 def find_jobs(schema: str, table: str, *, by_id: bool, by_key: bool, by_data: bool, queued: bool) -> str:
     """Jobs of a queue matching the given filters, oldest first.
 
-    Parameters: name, then id, singleton key and data (JSON, matched by containment) for the
-    filters present, then the limit.
+    Parameters: name, limit, and for the filters present id, key (the singleton key) and data
+    (JSON, matched by containment).
     """
-    conditions = ["name = %s"]
+    conditions = ["name = %(name)s"]
     if by_id:
-        conditions.append("id = %s")
+        conditions.append("id = %(id)s")
     if by_key:
-        conditions.append("singleton_key = %s")
+        conditions.append("singleton_key = %(key)s")
     if by_data:
-        conditions.append("data @> %s::jsonb")
+        conditions.append("data @> %(data)s::jsonb")
     if queued:
         conditions.append("state < 'active'")
     return f"""
     SELECT {", ".join(JOB_COLUMNS)} FROM {schema}.{table}
     WHERE {" AND ".join(conditions)}
     ORDER BY created_on, id
-    LIMIT %s
+    LIMIT %(limit)s
     """
 
 
@@ -377,26 +328,14 @@ def insert_job(schema: str, table: str, *, on_conflict: bool, options: bool = Tr
         start_after = "s.start_after"
         sources = f"""
     CROSS JOIN (SELECT %(options)s::jsonb AS o) options
-    CROSS JOIN LATERAL (
-      SELECT CASE
-        WHEN right(o->>'startAfter', 1) = 'Z' OR o->>'startAfter' ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}'
-          THEN (o->>'startAfter')::timestamptz
-        ELSE {schema}.job_now() + COALESCE(o->>'startAfter', '0')::interval
-      END AS start_after
-    ) s"""
-        singleton_on = f"""CASE WHEN o->>'singletonSeconds' IS NOT NULL THEN
-        'epoch'::timestamp + '1s'::interval * ((o->>'singletonSeconds')::float8 * floor(
-          (date_part('epoch', {schema}.job_now()) + COALESCE((o->>'singletonOffset')::float8, 0))
-          / (o->>'singletonSeconds')::float8))
-      END"""
+    CROSS JOIN LATERAL (SELECT {fragments.start_after(schema, "o->>'startAfter'")} AS start_after) s"""
+        singleton_on = fragments.singleton_slot(
+            schema, "(o->>'singletonSeconds')::float8", "(o->>'singletonOffset')::float8"
+        )
     else:
         start_after, sources, singleton_on = f"{schema}.job_now()", "", "NULL"
     return f"""
-    INSERT INTO {schema}.{table} (
-      id, name, data, priority, start_after, created_on, singleton_key, singleton_on, group_id,
-      group_tier, expire_seconds, deletion_seconds, keep_until, retry_limit, retry_delay,
-      retry_backoff, retry_delay_max, policy, dead_letter, heartbeat_seconds
-    )
+    INSERT INTO {schema}.{table} ({", ".join(fragments.INSERT_COLUMNS)})
     SELECT
       {option("id", "uuid", "gen_random_uuid()")},
       q.name,

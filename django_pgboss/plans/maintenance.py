@@ -6,7 +6,7 @@ from django_pgboss.plans.settle import fail_statement
 
 
 def fail_expired_jobs(schema: str, table: str) -> str:
-    """Fail active jobs that ran past their expiry. Parameters: output json, queue names.
+    """Fail active jobs that ran past their expiry. Parameters: output (json), names.
 
     Their worker died, hung, or lost its connection: failing them (the same path as fail(), so
     retries and dead letters apply) hands them to another worker. The worker that overran, if it
@@ -14,24 +14,24 @@ def fail_expired_jobs(schema: str, table: str) -> str:
     """
     where = (
         f"state = 'active' AND (started_on + expire_seconds * interval '1s') < {schema}.job_now()"
-        " AND name = ANY(%s::text[])"
+        " AND name = ANY(%(names)s::text[])"
     )
     return fail_statement(schema, table, where)
 
 
 def fail_stalled_jobs(schema: str, table: str) -> str:
-    """Fail active jobs whose heartbeat stopped. Parameters: output json, queue names."""
+    """Fail active jobs whose heartbeat stopped. Parameters: output (json), names."""
     where = (
         "state = 'active' AND heartbeat_seconds IS NOT NULL"
         f" AND (heartbeat_on + heartbeat_seconds * interval '1s') < {schema}.job_now()"
-        " AND name = ANY(%s::text[])"
+        " AND name = ANY(%(names)s::text[])"
     )
     return fail_statement(schema, table, where)
 
 
 def queue_tables(schema: str, *, by_name: bool) -> str:
     """Each job table with the queues in it: every queue, or those in the array parameter."""
-    where = "WHERE name = ANY(%s::text[])" if by_name else ""
+    where = "WHERE name = ANY(%(names)s::text[])" if by_name else ""
     return f"SELECT table_name, array_agg(name ORDER BY name) FROM {schema}.queue {where} GROUP BY table_name"
 
 
@@ -40,7 +40,7 @@ def delete_old_jobs(schema: str, table: str) -> str:
     waiting jobs past keep_until (start_after + retention_seconds). Parameter: queue names."""
     return f"""
     DELETE FROM {schema}.{table}
-    WHERE name = ANY(%s::text[])
+    WHERE name = ANY(%(names)s::text[])
       AND (
         (deletion_seconds > 0 AND completed_on + deletion_seconds * interval '1s' < {schema}.job_now())
         OR (state < 'active' AND keep_until < {schema}.job_now())
@@ -85,7 +85,7 @@ def drop_old_queue_stats_partitions(schema: str) -> str:
     JOIN pg_class c ON c.oid = i.inhrelid
     WHERE i.inhparent = '{schema}.queue_stats'::regclass
       AND c.relname ~ '^queue_stats_[0-9]{{8}}$'
-      AND to_date(substring(c.relname FROM 13), 'YYYYMMDD') < ({schema}.job_now() AT TIME ZONE 'UTC')::date - %s::int
+      AND to_date(substring(c.relname FROM 13), 'YYYYMMDD') < ({schema}.job_now() AT TIME ZONE 'UTC')::date - %(days)s::int
     """
 
 
@@ -122,9 +122,11 @@ def set_monitor_backoff(schema: str) -> str:
 
 def insert_warning(schema: str) -> str:
     """Persist a warning. Parameters: type, message, data json."""
-    return f"INSERT INTO {schema}.warning (type, message, data) VALUES (%s, %s, %s::jsonb)"
+    return (
+        f"INSERT INTO {schema}.warning (type, message, data) VALUES (%(type)s, %(message)s, %(data)s::jsonb)"
+    )
 
 
 def delete_old_warnings(schema: str) -> str:
     """Delete warnings older than N days. Parameter: days."""
-    return f"DELETE FROM {schema}.warning WHERE created_on < {schema}.job_now() - %s * interval '1 day'"
+    return f"DELETE FROM {schema}.warning WHERE created_on < {schema}.job_now() - %(days)s * interval '1 day'"

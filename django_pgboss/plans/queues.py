@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
+from django_pgboss.plans.fragments import lock_id
+
 
 def advisory_lock() -> str:
     """Take pg-boss's transaction-scoped advisory lock for a key.
 
-    Parameter: the key text ``'.pgboss.' || <schema key> || <lock name>``. The lock id is derived
+    Parameter: lock_key, the text ``'.pgboss.' || <schema key> || <lock name>``. The lock id is derived
     exactly as pg-boss derives it, so a pg-boss (Node) instance creating or deleting a queue on the
     same schema waits for us and we for it.
     """
-    return (
-        "SELECT pg_advisory_xact_lock("
-        "('x' || encode(sha224((current_database() || %s)::bytea), 'hex'))::bit(64)::bigint)"
-    )
+    return f"SELECT pg_advisory_xact_lock({lock_id('%(lock_key)s')})"
 
 
 def create_queue(schema: str) -> str:
     """Create a queue through pg-boss's create_queue(). Parameters: name, options (pg-boss JSON)."""
-    return f"SELECT {schema}.create_queue(%s, %s::jsonb)"
+    return f"SELECT {schema}.create_queue(%(name)s, %(options)s::jsonb)"
 
 
 def delete_queue(schema: str) -> str:
     """Delete a queue and its jobs through pg-boss's delete_queue(). Parameter: name."""
-    return f"SELECT {schema}.delete_queue(%s)"
+    return f"SELECT {schema}.delete_queue(%(name)s)"
 
 
 def update_queue(schema: str) -> str:
@@ -34,7 +33,7 @@ def update_queue(schema: str) -> str:
     instead of COALESCE for those.
     """
     return f"""
-    WITH options AS (SELECT %s::jsonb AS data)
+    WITH options AS (SELECT %(options)s::jsonb AS data)
     UPDATE {schema}.queue SET
       retry_limit = COALESCE((o.data->>'retryLimit')::int, retry_limit),
       retry_delay = COALESCE((o.data->>'retryDelay')::int, retry_delay),
@@ -52,7 +51,7 @@ def update_queue(schema: str) -> str:
         THEN o.data->>'deadLetter' ELSE dead_letter END,
       updated_on = {schema}.job_now()
     FROM options o
-    WHERE name = %s
+    WHERE name = %(name)s
     """
 
 
@@ -93,15 +92,15 @@ QUEUE_COLUMNS = (
 
 def get_queues(schema: str, *, by_name: bool) -> str:
     """Read queues, all of them or (by_name) those in the array parameter, in name order."""
-    where = "WHERE name = ANY(%s::text[])" if by_name else ""
+    where = "WHERE name = ANY(%(names)s::text[])" if by_name else ""
     return f"SELECT {', '.join(QUEUE_COLUMNS)} FROM {schema}.queue {where} ORDER BY name"
 
 
 def get_queue_routing(schema: str) -> str:
     """The few columns the job API needs to reach a queue's jobs. Parameter: name."""
-    return f"SELECT table_name, policy, notify FROM {schema}.queue WHERE name = %s"
+    return f"SELECT table_name, policy, notify FROM {schema}.queue WHERE name = %(name)s"
 
 
 def dead_letter_users(schema: str) -> str:
     """The queues whose dead_letter is the given queue. Parameter: name."""
-    return f"SELECT name FROM {schema}.queue WHERE dead_letter = %s ORDER BY name"
+    return f"SELECT name FROM {schema}.queue WHERE dead_letter = %(name)s ORDER BY name"

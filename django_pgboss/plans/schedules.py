@@ -11,7 +11,10 @@ def upsert_schedule(schema: str) -> str:
     """Create or replace a schedule. Parameters: name, key, kind, cron, timezone, data json, options json."""
     return f"""
     INSERT INTO {schema}.schedule (name, key, kind, cron, timezone, data, options, created_on, updated_on)
-    VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, {schema}.job_now(), {schema}.job_now())
+    VALUES (
+      %(name)s, %(key)s, %(kind)s, %(cron)s, %(timezone)s, %(data)s::jsonb, %(options)s::jsonb,
+      {schema}.job_now(), {schema}.job_now()
+    )
     ON CONFLICT (name, key) DO UPDATE SET
       kind = EXCLUDED.kind, cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, data = EXCLUDED.data,
       options = EXCLUDED.options, updated_on = {schema}.job_now()
@@ -20,12 +23,12 @@ def upsert_schedule(schema: str) -> str:
 
 def delete_schedule(schema: str) -> str:
     """Delete a schedule. Parameters: name, key."""
-    return f"DELETE FROM {schema}.schedule WHERE name = %s AND COALESCE(key, '') = %s"
+    return f"DELETE FROM {schema}.schedule WHERE name = %(name)s AND COALESCE(key, '') = %(key)s"
 
 
 def get_schedules(schema: str, *, by_name: bool) -> str:
     """Schedules (of one queue: parameter name), in name and key order."""
-    where = "WHERE name = %s" if by_name else ""
+    where = "WHERE name = %(name)s" if by_name else ""
     return f"SELECT {_COLUMNS} FROM {schema}.schedule {where} ORDER BY name, key"
 
 
@@ -39,7 +42,7 @@ def claim_cron(schema: str) -> str:
     WITH prior AS (SELECT cron_on FROM {schema}.version),
     claim AS (
       UPDATE {schema}.version SET cron_on = {schema}.job_now()
-      WHERE extract(epoch FROM ({schema}.job_now() - COALESCE(cron_on, {schema}.job_now() - interval '1 week'))) >= %s
+      WHERE extract(epoch FROM ({schema}.job_now() - COALESCE(cron_on, {schema}.job_now() - interval '1 week'))) >= %(seconds)s
       RETURNING true
     )
     SELECT prior.cron_on, EXISTS (SELECT 1 FROM claim), {schema}.job_now() FROM prior
@@ -47,9 +50,9 @@ def claim_cron(schema: str) -> str:
 
 
 def set_last_job_ids(schema: str) -> str:
-    """Record the last job each schedule sent. Parameter: JSON array of {name, key, jobId}."""
+    """Record the last job each schedule sent. Parameter: records, a JSON array of {name, key, jobId}."""
     return f"""
     UPDATE {schema}.schedule s SET last_job_id = x."jobId"
-    FROM json_to_recordset(%s::json) AS x (name text, key text, "jobId" uuid)
+    FROM json_to_recordset(%(records)s::json) AS x (name text, key text, "jobId" uuid)
     WHERE s.name = x.name AND COALESCE(s.key, '') = x.key
     """

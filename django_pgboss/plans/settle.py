@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 
+from django_pgboss.plans.fragments import JOB_COLUMNS
+
 # The attempt fence (pg-boss #925). A worker whose claim lapsed (its heartbeat went stale, the job
 # expired) may still be running when another worker claims the job again. Settling by id and state
 # alone would let the stale worker complete or fail the newer attempt. Every claim of a started job
@@ -12,20 +14,13 @@ import functools
 # 'id:retry_count' pairs and leaves a job whose count has moved on alone. Matching with = ANY over
 # one text[] parameter is a hashed lookup, as cheap as the unfenced settle (pg-boss measured 58 ms
 # against 54 ms for 5,000 jobs); it is always paired with state = 'active'.
-ATTEMPT_FENCE = "AND state = 'active' AND (id::text || ':' || retry_count::text) = ANY(%s::text[])"
+ATTEMPT_FENCE = "AND state = 'active' AND (id::text || ':' || retry_count::text) = ANY(%(attempts)s::text[])"
 
 # The longest retry wait, in seconds: the largest retry_delay an int4 column holds (68 years).
 RETRY_DELAY_CEILING = 2**31 - 1
 
 # What every settle returns: how many jobs it changed.
 _COUNT = "SELECT count(*) FROM results"
-
-# Every column of a job, for the delete-and-reinsert of fail().
-_ALL_COLUMNS = """id, name, priority, data, state, retry_limit, retry_count, retry_delay, retry_backoff,
-    retry_delay_max, start_after, started_on, singleton_key, singleton_on, group_id, group_tier,
-    expire_seconds, deletion_seconds, created_on, completed_on, keep_until, policy, output,
-    dead_letter, heartbeat_on, heartbeat_seconds, blocked, blocking, pending_dependencies,
-    source_name, source_id, source_created_on, source_retry_count, source_output, source_root_id"""
 
 
 def _fence(fenced: bool) -> str:
@@ -34,7 +29,7 @@ def _fence(fenced: bool) -> str:
 
 @functools.lru_cache(maxsize=256)
 def complete_jobs(schema: str, table: str, *, fenced: bool, include_queued: bool = False) -> str:
-    """Complete active jobs with an output. Parameters: output json, name, ids[, attempt pairs].
+    """Complete active jobs with an output. Parameters: output (json), name, ids[, attempts].
 
     With include_queued, jobs still waiting (created or retry) are completed too, and released
     from any flow dependency they waited on; a fenced settle still names an active attempt.
@@ -46,8 +41,8 @@ def complete_jobs(schema: str, table: str, *, fenced: bool, include_queued: bool
     return f"""
     WITH results AS (
       UPDATE {schema}.{table}
-      SET completed_on = {schema}.job_now(), state = 'completed', output = %s::jsonb{unblock}
-      WHERE name = %s AND id = ANY(%s::uuid[]) AND {states} {_fence(fenced)}
+      SET completed_on = {schema}.job_now(), state = 'completed', output = %(output)s::jsonb{unblock}
+      WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[]) AND {states} {_fence(fenced)}
       RETURNING id
     )
     {_COUNT}
@@ -58,8 +53,8 @@ def complete_jobs(schema: str, table: str, *, fenced: bool, include_queued: bool
 def complete_jobs_with_outputs(schema: str, table: str) -> str:
     """Complete a batch of active jobs, each with its own output, fenced to each job's attempt.
 
-    Parameters: a JSON array of {"id", "retry_count", "output"}, the name, and the ids again as
-    an array. This is the worker's settle: one statement for every job its handlers finished since
+    Parameters: records (a JSON array of {"id", "retry_count", "output"}), name, and ids (the
+    ids again, as an array). This is the worker's settle: one statement for every job its handlers finished since
     the last flush. The id array lets the planner find the rows through the primary key; joined
     on the recordset alone (estimated at 100 rows), it scans every row of the queue.
 
@@ -70,13 +65,13 @@ def complete_jobs_with_outputs(schema: str, table: str) -> str:
     """
     return f"""
     WITH settled AS (
-      SELECT * FROM json_to_recordset(%s::json) AS x (id uuid, retry_count int, output jsonb)
+      SELECT * FROM json_to_recordset(%(records)s::json) AS x (id uuid, retry_count int, output jsonb)
     ),
     results AS (
       UPDATE {schema}.{table} j
       SET completed_on = {schema}.job_now(), state = 'completed', output = settled.output
       FROM settled
-      WHERE j.name = %s AND j.id = ANY(%s::uuid[]) AND j.id = settled.id
+      WHERE j.name = %(name)s AND j.id = ANY(%(ids)s::uuid[]) AND j.id = settled.id
         AND j.state = 'active' AND j.retry_count = settled.retry_count
       RETURNING j.id
     )
@@ -107,8 +102,7 @@ PARENT_FIRST_USED = "NOT EXISTS (SELECT FROM job_parent_first)"
 
 def fail_statement(schema: str, table: str, where: str) -> str:
     """Fail the jobs ``where`` selects: retry those with attempts left, fail the rest for good and
-    copy them to their dead letter. The first parameter is the output json; the WHERE clause's
-    parameters follow.
+    copy them to their dead letter. Parameters: output (json), and those of ``where``.
 
     A failed job is deleted and re-inserted under the same id, rather than updated, because its
     policy index may refuse it the retry state (a stately key that already has a job waiting to
@@ -146,14 +140,17 @@ def fail_statement(schema: str, table: str, where: str) -> str:
       END"""
 
     def reinsert(state: str, start_after: str, completed_on: str) -> str:
+        # Every column of the deleted row, but for these.
+        changed = {
+            "state": state,
+            "start_after": start_after,
+            "completed_on": completed_on,
+            "output": "(SELECT output FROM fail_output)",
+            "heartbeat_on": "NULL",
+        }
         return f"""
-      INSERT INTO {schema}.{table} ({_ALL_COLUMNS})
-      SELECT id, name, priority, data, {state}, retry_limit, retry_count, retry_delay, retry_backoff,
-        retry_delay_max, {start_after}, started_on, singleton_key, singleton_on, group_id, group_tier,
-        expire_seconds, deletion_seconds, created_on, {completed_on}, keep_until, policy,
-        (SELECT output FROM fail_output), dead_letter, NULL, heartbeat_seconds, blocked, blocking,
-        pending_dependencies, source_name, source_id, source_created_on, source_retry_count,
-        source_output, source_root_id
+      INSERT INTO {schema}.{table} ({", ".join(JOB_COLUMNS)})
+      SELECT {", ".join(changed.get(column, column) for column in JOB_COLUMNS)}
       FROM deleted_jobs"""
 
     retried = reinsert(
@@ -164,7 +161,7 @@ def fail_statement(schema: str, table: str, where: str) -> str:
     failed = reinsert(f"'failed'::{schema}.job_state", "start_after", f"{schema}.job_now()")
     return f"""
     WITH {parent_first(schema)},
-    fail_output AS (SELECT %s::jsonb AS output WHERE {PARENT_FIRST_USED}),
+    fail_output AS (SELECT %(output)s::jsonb AS output WHERE {PARENT_FIRST_USED}),
     deleted_jobs AS (
       DELETE FROM {schema}.{table}
       WHERE {where}
@@ -206,23 +203,25 @@ def fail_statement(schema: str, table: str, where: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def fail_jobs(schema: str, table: str, *, fenced: bool) -> str:
-    """Fail jobs by id. Parameters: output json, name, ids[, attempt pairs].
+    """Fail jobs by id. Parameters: output (json), name, ids[, attempts].
 
     Unfenced, a job still waiting can be failed too (state < 'completed'), as in pg-boss; fenced,
     only the named active attempt.
     """
     return fail_statement(
-        schema, table, f"name = %s AND id = ANY(%s::uuid[]) AND state < 'completed' {_fence(fenced)}"
+        schema,
+        table,
+        f"name = %(name)s AND id = ANY(%(ids)s::uuid[]) AND state < 'completed' {_fence(fenced)}",
     )
 
 
 def cancel_jobs(schema: str, table: str, *, fenced: bool) -> str:
-    """Cancel jobs not yet finished. Parameters: name, ids[, attempt pairs]."""
+    """Cancel jobs not yet finished. Parameters: name, ids[, attempts]."""
     return f"""
     WITH results AS (
       UPDATE {schema}.{table}
       SET completed_on = {schema}.job_now(), state = 'cancelled'
-      WHERE name = %s AND id = ANY(%s::uuid[]) AND state < 'completed' {_fence(fenced)}
+      WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[]) AND state < 'completed' {_fence(fenced)}
       RETURNING id
     )
     {_COUNT}
@@ -235,7 +234,7 @@ def resume_jobs(schema: str, table: str) -> str:
     WITH results AS (
       UPDATE {schema}.{table}
       SET completed_on = NULL, state = 'created'
-      WHERE name = %s AND id = ANY(%s::uuid[]) AND state = 'cancelled'
+      WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[]) AND state = 'cancelled'
       RETURNING id
     )
     {_COUNT}
@@ -253,7 +252,7 @@ def retry_jobs(schema: str, table: str) -> str:
     WITH results AS (
       UPDATE {schema}.{table}
       SET state = 'retry', retry_limit = LEAST(retry_limit::bigint + 1, 2147483647), completed_on = NULL
-      WHERE name = %s AND id = ANY(%s::uuid[]) AND state = 'failed'
+      WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[]) AND state = 'failed'
       RETURNING id
     )
     {_COUNT}
@@ -261,11 +260,11 @@ def retry_jobs(schema: str, table: str) -> str:
 
 
 def delete_jobs(schema: str, table: str, *, fenced: bool) -> str:
-    """Delete jobs in any state (fenced: only the named active attempt). Parameters: name, ids[, pairs]."""
+    """Delete jobs in any state (fenced: only the named active attempt). Parameters: name, ids[, attempts]."""
     return f"""
     WITH results AS (
       DELETE FROM {schema}.{table}
-      WHERE name = %s AND id = ANY(%s::uuid[]) {_fence(fenced)}
+      WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[]) {_fence(fenced)}
       RETURNING id
     )
     {_COUNT}
@@ -274,7 +273,7 @@ def delete_jobs(schema: str, table: str, *, fenced: bool) -> str:
 
 @functools.lru_cache(maxsize=256)
 def touch_jobs(schema: str, table: str, *, fenced: bool) -> str:
-    """Refresh active jobs' heartbeat. Parameters: name, ids[, attempt pairs].
+    """Refresh active jobs' heartbeat. Parameters: name, ids[, attempts].
 
     Fenced when the worker passes its jobs, so a worker that lost its claim cannot keep a newer
     attempt's heartbeat fresh.
@@ -283,7 +282,7 @@ def touch_jobs(schema: str, table: str, *, fenced: bool) -> str:
     WITH results AS (
       UPDATE {schema}.{table}
       SET heartbeat_on = {schema}.job_now()
-      WHERE name = %s AND id = ANY(%s::uuid[]) AND state = 'active' {_fence(fenced)}
+      WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[]) AND state = 'active' {_fence(fenced)}
       RETURNING id
     )
     {_COUNT}

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import functools
 
+from django_pgboss.plans.fragments import lock_id
+
 #: How far behind the pass a counting window ends.
 DELTA_LAG = "interval '10 seconds'"
 #: A window starting further back than this starts afresh (see reset_max_seconds()).
@@ -36,7 +38,7 @@ def reset_max_seconds(pass_seconds: float) -> int:
 def claim_due_queues(schema: str, column: str, *, fallback: str | None = None) -> str:
     """Claim the named queues whose ``column`` stamp is at least N seconds old, and stamp them.
 
-    Parameters: queue names, seconds. The rows are locked in name order (FOR NO KEY UPDATE, so job
+    Parameters: names, seconds. The rows are locked in name order (FOR NO KEY UPDATE, so job
     inserts holding a key-share lock through the foreign key are not blocked) and SKIP LOCKED: two
     monitors claiming overlapping sets take disjoint parts instead of deadlocking or waiting. A
     queue never claimed is due at once. Returns the claimed names and whether the stats aggregate
@@ -48,8 +50,8 @@ def claim_due_queues(schema: str, column: str, *, fallback: str | None = None) -
     return f"""
     WITH due AS (
       SELECT name FROM {schema}.queue
-      WHERE name = ANY(%s::text[])
-        AND extract(epoch FROM ({schema}.job_now() - {since})) >= %s
+      WHERE name = ANY(%(names)s::text[])
+        AND extract(epoch FROM ({schema}.job_now() - {since})) >= %(seconds)s
       ORDER BY name
       FOR NO KEY UPDATE SKIP LOCKED
     )
@@ -161,7 +163,7 @@ def cache_queue_stats(schema: str, table: str, *, throughput: bool) -> str:
     return f"""
     WITH lock AS MATERIALIZED (
       SELECT pg_try_advisory_xact_lock(
-        ('x' || encode(sha224((current_database() || %(lock_key)s)::bytea), 'hex'))::bit(64)::bigint) AS got
+        {lock_id("%(lock_key)s")}) AS got
     ),
     stats AS (
       SELECT name, deferred_count, queued_count, GREATEST(queued_count - deferred_count, 0) AS ready_count,
@@ -215,7 +217,7 @@ def cache_queue_stats(schema: str, table: str, *, throughput: bool) -> str:
 
 
 def insert_queue_stats(schema: str) -> str:
-    """Snapshot the named queues' rows into queue_stats. Parameter: queue names."""
+    """Snapshot the named queues' rows into queue_stats. Parameter: names."""
     return f"""
     INSERT INTO {schema}.queue_stats (
       name, deferred_count, queued_count, ready_count, active_count, failed_count, total_count,
@@ -224,7 +226,7 @@ def insert_queue_stats(schema: str) -> str:
     SELECT name, deferred_count, queued_count, ready_count, active_count, failed_count, total_count,
       created_delta, completed_delta, failed_delta, delta_seconds, delta_on, {schema}.job_now()
     FROM {schema}.queue
-    WHERE name = ANY(%s::text[])
+    WHERE name = ANY(%(names)s::text[])
     """
 
 
@@ -243,7 +245,7 @@ def true_up_queue_stats(schema: str, table: str) -> str:
     return f"""
     WITH lock AS MATERIALIZED (
       SELECT pg_try_advisory_xact_lock(
-        ('x' || encode(sha224((current_database() || %(lock_key)s)::bytea), 'hex'))::bit(64)::bigint) AS got
+        {lock_id("%(lock_key)s")}) AS got
     ),
     windows AS (
       SELECT w.*, row_number() OVER (PARTITION BY w.name ORDER BY w.delta_on, w.captured_on) AS i

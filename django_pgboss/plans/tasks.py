@@ -12,4 +12,4 @@ def get_task_job(schema: str) -> str:
     job is in: the parent job table is read with the names as a list, so PostgreSQL prunes the
     scan to the partitions of those queues and probes each by its primary key (name, id).
     """
-    return f"SELECT {', '.join(JOB_COLUMNS)} FROM {schema}.job WHERE name = ANY(%s) AND id = %s"
+    return f"SELECT {', '.join(JOB_COLUMNS)} FROM {schema}.job WHERE name = ANY(%(names)s) AND id = %(id)s"

@@ -57,7 +57,7 @@ from django_pgboss.exceptions import (
     TaskNotFound,
 )
 from django_pgboss.plans import tasks as task_plans
-from django_pgboss.records import Job, job_from_row
+from django_pgboss.records import Job, jobs_from_cursor
 from django_pgboss.tasks.compat import (
     TASK_MAX_PRIORITY,
     TASK_MIN_PRIORITY,
@@ -338,9 +338,12 @@ class PgBossBackend(BaseTaskBackend):
         except ValueError:
             raise TaskResultDoesNotExist(result_id) from None
         with self.context.cursor() as cursor:
-            cursor.execute(task_plans.get_task_job(self.context.quoted_schema), [sorted(self.queues), job_id])
-            row = cursor.fetchone()
-        job = job_from_row(row) if row is not None else None
+            cursor.execute(
+                task_plans.get_task_job(self.context.quoted_schema),
+                {"names": sorted(self.queues), "id": job_id},
+            )
+            found = jobs_from_cursor(cursor)
+        job = found[0] if found else None
         if job is None or not _is_task_data(job.data):
             raise TaskResultDoesNotExist(result_id)
         return self._result(job)

@@ -1,0 +1,105 @@
+"""SQL fragments more than one statement shares, written once.
+
+Each is a pure function of its arguments (or a constant) that returns SQL text, like the plans
+themselves; the statements splice them in.
+"""
+
+from __future__ import annotations
+
+
+def lock_id(key: str) -> str:
+    """pg-boss's advisory-lock id for the lock-key text ``key`` (an expression, usually a parameter).
+
+    sha224 of the database name and the key, its first 64 bits as a bigint: derived exactly as
+    pg-boss derives it, so a pg-boss (Node) instance on the same schema takes the same locks.
+    """
+    return f"('x' || encode(sha224((current_database() || {key})::bytea), 'hex'))::bit(64)::bigint"
+
+
+#: Every column of a job, in the order of records.Job's fields (reads select them in this order;
+#: records.job_from_row() matches them by name).
+JOB_COLUMNS = (
+    "id",
+    "name",
+    "data",
+    "retry_count",
+    "expire_seconds",
+    "heartbeat_seconds",
+    "group_id",
+    "group_tier",
+    "policy",
+    "state",
+    "priority",
+    "retry_limit",
+    "retry_delay",
+    "retry_backoff",
+    "retry_delay_max",
+    "start_after",
+    "started_on",
+    "singleton_key",
+    "singleton_on",
+    "deletion_seconds",
+    "heartbeat_on",
+    "created_on",
+    "completed_on",
+    "keep_until",
+    "dead_letter",
+    "blocked",
+    "blocking",
+    "pending_dependencies",
+    "output",
+    "source_name",
+    "source_id",
+    "source_created_on",
+    "source_retry_count",
+    "source_output",
+    "source_root_id",
+)
+#: The columns every fetch returns; the rest come with include_metadata.
+JOB_MIN_COLUMNS = JOB_COLUMNS[: JOB_COLUMNS.index("policy")]
+
+#: The columns a send or an insert writes (the rest take their defaults), in the order the insert
+#: statements list their values.
+INSERT_COLUMNS = (
+    "id",
+    "name",
+    "data",
+    "priority",
+    "start_after",
+    "created_on",
+    "singleton_key",
+    "singleton_on",
+    "group_id",
+    "group_tier",
+    "expire_seconds",
+    "deletion_seconds",
+    "keep_until",
+    "retry_limit",
+    "retry_delay",
+    "retry_backoff",
+    "retry_delay_max",
+    "policy",
+    "dead_letter",
+    "heartbeat_seconds",
+)
+
+
+def start_after(schema: str, text: str) -> str:
+    """A job's start_after from pg-boss's startAfter text ``text`` (an expression): a timestamp
+    (ISO, or ending in Z) is taken as it is, anything else as an interval from job_now(); none
+    means now."""
+    return f"""CASE
+          WHEN right({text}, 1) = 'Z' OR ({text}) ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}'
+            THEN ({text})::timestamptz
+          ELSE {schema}.job_now() + COALESCE({text}, '0')::interval
+        END"""
+
+
+def singleton_slot(schema: str, seconds: str, offset: str) -> str:
+    """The throttle slot (singleton_on) for a slot length of ``seconds`` (an expression, float8):
+    job_now() floored to a multiple of it, shifted by ``offset`` seconds for a debounced job's next
+    slot; NULL without a slot length."""
+    return f"""CASE WHEN {seconds} IS NOT NULL THEN
+        'epoch'::timestamp + '1s'::interval * ({seconds} * floor(
+          (date_part('epoch', {schema}.job_now()) + COALESCE({offset}, 0)) / {seconds}))
+      END"""
