@@ -1,17 +1,21 @@
-"""A property over job data and send options (issue 13): every value is either stored and read back
-equal, or refused with a package error before any SQL, and the connection stays usable, inside
-and outside transaction.atomic().
+"""Properties over job data, send options and queue options (issue 13): every value is either
+stored and read back equal, or refused with a package error before any SQL, and the connection
+stays usable, inside and outside transaction.atomic().
 
 Hypothesis draws JSON-like data with the awkward corners mixed in (NUL, lone surrogates, floats
-jsonb cannot keep, huge integers, deep nesting) and send() options around their bounds. A raw
+jsonb cannot keep, huge integers, deep nesting), and send() and create_queue() options around
+their bounds. The runs are derandomized for CI; PGBOSS_HYPOTHESIS_RANDOM=1 and
+PGBOSS_HYPOTHESIS_EXAMPLES=N explore further. A raw
 django.db error, a RecursionError, or a value read back different fails the property.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 import os
+import uuid
 
 import pytest
 from django.db import transaction
@@ -150,3 +154,51 @@ def test_the_strategies_reach_both_outcomes(props_queue):
     assert stored({"a": math.inf}, {}) is None
     assert stored({}, {"retry_delay": 2**31}) is None
     assert stored({}, {"start_after": dt.datetime.max}) is None
+
+
+QUEUE_OPTIONS = st.fixed_dictionaries(
+    {},
+    optional={
+        "policy": st.sampled_from(
+            ["standard", "short", "singleton", "stately", "exclusive", "key_strict_fifo", "x"]
+        ),
+        "retry_limit": AROUND_INT4,
+        "retry_delay": AROUND_INT4,
+        "retry_backoff": st.one_of(st.booleans(), st.just(1)),
+        "retry_delay_max": st.one_of(st.none(), AROUND_INT4),
+        "expire_in_seconds": st.one_of(AROUND_INT4, st.just(86_400), st.just(86_401)),
+        "retention_seconds": AROUND_INT4,
+        "delete_after_seconds": AROUND_INT4,
+        "heartbeat_seconds": st.one_of(st.none(), AROUND_INT4),
+        "warning_queue_size": AROUND_INT4,
+        "notify": st.booleans(),
+    },
+)
+
+
+@settings(
+    max_examples=int(os.environ.get("PGBOSS_HYPOTHESIS_EXAMPLES", "150")),
+    deadline=None,
+    derandomize=os.environ.get("PGBOSS_HYPOTHESIS_RANDOM") != "1",
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(options=QUEUE_OPTIONS, inside_atomic=st.booleans())
+def test_every_queue_option_is_stored_and_read_back_or_refused_before_sql(options, inside_atomic):
+    name = f"qprops_{uuid.uuid4().hex}"
+    context = transaction.atomic() if inside_atomic else contextlib.nullcontext()
+    with context:
+        try:
+            boss.create_queue(name, **options)
+        except (PgBossError, ValueError, TypeError) as exc:
+            event(f"refused: {type(exc).__name__}")
+            assert rows("SELECT 1") == [(1,)]
+            assert boss.get_queue(name) is None
+            return
+        event("stored")
+    info = boss.get_queue(name)
+    assert info is not None
+    for option, value in options.items():
+        if value is not None:
+            assert getattr(info, option) == value, option
+    boss.delete_queue(name)
