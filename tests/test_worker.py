@@ -432,12 +432,15 @@ def test_a_queue_claiming_ahead_keeps_to_its_concurrency_and_never_delays_anothe
     assert most_running[0] == 2
 
 
-def test_claimed_jobs_still_waiting_for_a_thread_are_failed_at_shutdown_so_they_retry():
-    boss.create_queue("ahead", retry_limit=2)
+def test_claimed_jobs_go_back_at_shutdown_without_an_attempt_charged_even_on_their_last_attempt():
+    # retry_limit=0: a shutdown charged as a failure would fail every one of them for good.
+    boss.create_queue("ahead", retry_limit=0)
     ids = boss.insert("ahead", [{"data": {"n": n}} for n in range(5)], return_ids=True)
     entered, release = threading.Event(), threading.Event()
+    ran = []
 
     def handler(job):
+        ran.append(job.id)
         entered.set()
         release.wait(30)
 
@@ -451,9 +454,21 @@ def test_claimed_jobs_still_waiting_for_a_thread_are_failed_at_shutdown_so_they_
     finally:
         release.set()
     assert not thread.is_alive()
-    outputs = [job_row(job_id, "state", "output") for job_id in ids]
-    assert {state for state, _ in outputs} == {"retry"}
-    assert {output["name"] for _, output in outputs} == {"WorkerShutdown"}
+    (running,) = ran
+    assert worker.stats.requeued == 5 and worker.stats.failed == 0
+    # The one cut short: back with the shutdown recorded and one more attempt granted.
+    assert job_row(running, "state", "retry_limit", "retry_count") == ("retry", 1, 0)
+    assert job_row(running, "output")[0]["name"] == "WorkerShutdown"
+    # The four that never started: back as they were claimed, their next claim uncounted.
+    waiting = [job_id for job_id in ids if job_id != running]
+    for job_id in waiting:
+        assert job_row(job_id, "state", "retry_limit", "started_on", "output") == ("retry", 0, None, None)
+    fetched = {job.id: job.retry_count for job in boss.fetch("ahead", batch_size=5)}
+    assert fetched == {**{job_id: 0 for job_id in waiting}, running: 1}
+    # ... and their next attempt still counts: a failure now is for good.
+    attempts = [{"id": job_id, "retry_count": fetched[job_id]} for job_id in waiting]
+    assert boss.fail("ahead", attempts) == 4
+    assert {job_row(job_id, "state")[0] for job_id in waiting} == {"failed"}
 
 
 def test_a_handler_that_overruns_its_expiry_does_not_settle_the_newer_attempt():

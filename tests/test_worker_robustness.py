@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
 import threading
 import time
 
@@ -164,3 +165,51 @@ def test_a_handler_thread_that_dies_anyway_is_replaced_and_a_stop_does_not_wait_
     assert job_row(first, "retry_count") == (1,)
     assert "handler thread" in caplog.text and "replaced" in caplog.text
     assert states() == {"completed": 2}
+
+
+# -- rolling restarts (issue 13 item 6) ------------------------------------------------------------
+
+
+def test_a_rolling_deploy_with_a_short_grace_completes_every_job_and_charges_only_attempts_that_ran(tmp_path):
+    """Three-second jobs, a one-second grace, four restarts, each new worker started before the
+    old one stops: every job ends completed, and a job's retry_count counts only its runs."""
+    from tests.test_worker import _peek_stderr, marker_lines, start_worker
+
+    marker = tmp_path / "marker"
+    boss.create_queue("slow-dead")
+    boss.create_queue("slow", retry_limit=1, dead_letter="slow-dead")
+    ids = boss.insert(
+        "slow", [{"data": {"sleep": 3, "marker": str(marker)}} for _ in range(12)], return_ids=True
+    )
+    args = ("--queue", "slow", "--batch-size", "4", "--grace-seconds", "1")
+    current = start_worker(*args)
+    try:
+        for _ in range(4):
+            # Each restart cuts the current worker short while it runs jobs (the last restarts
+            # may find everything done already, which the count of starts below catches).
+            wait_for(
+                lambda w=current: (
+                    states() == {"completed": 12}
+                    or any(line[2] == str(w.pid) for line in marker_lines(marker, "start"))
+                ),
+                timeout=60,
+            )
+            time.sleep(1.5)
+            replacement = start_worker(*args)
+            wait_for(lambda w=replacement: "worker started" in _peek_stderr(w), timeout=30)
+            current.send_signal(signal.SIGTERM)
+            _, stderr = current.communicate(timeout=30)
+            assert current.returncode == 0, stderr
+            current = replacement
+        wait_for(lambda: states() == {"completed": 12}, timeout=120, interval=0.2)
+    finally:
+        current.send_signal(signal.SIGTERM)
+        current.communicate(timeout=30)
+    assert boss.find_jobs("slow-dead") == []
+    starts: dict[str, int] = {}
+    for line in marker_lines(marker, "start"):
+        starts[line[1]] = starts.get(line[1], 0) + 1
+    assert sum(starts.values()) > 12, "no job was cut short: the test proves nothing"
+    for job_id in ids:
+        (retry_count,) = job_row(job_id, "retry_count")
+        assert retry_count == starts[job_id] - 1, (job_id, retry_count, starts[job_id])

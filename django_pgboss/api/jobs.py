@@ -153,6 +153,26 @@ class JobStore:
             )
             return [str(row[0]) for row in cursor.fetchall()]
 
+    def requeue(self, name: str, jobs: Sequence[Job], *, started: bool, output: Any = None) -> list[str]:
+        """Put active jobs back in the queue without charging an attempt; returns the ids put back.
+
+        The worker's, for the jobs it holds when it stops: ``started=False`` for jobs it claimed
+        but never began (their next claim does not count an attempt), ``started=True`` for jobs
+        a shutdown cut short (their limit grows by one instead, and ``output`` records why).
+        Fenced to each job's attempt; see plans.settle.requeue_jobs for what the columns get.
+        """
+        validate_queue_name(name)
+        ids, attempts = attempt_references(list(jobs), "requeue")
+        if attempts is None:
+            raise InvalidJobReference("requeue() needs jobs or {id, retry_count} pairs, not bare ids")
+        params: list[Any] = [to_json(output_value(output), "output")] if started else []
+        params += [name, ids, attempts]
+        context = self.context
+        sql = settle_plans.requeue_jobs(context.quoted_schema, context.route(name).table, started=started)
+        with context.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [str(row[0]) for row in cursor.fetchall()]
+
     def _settle(self, name: str, jobs: JobReference, verb: str, plan: Any, **output: Any) -> int:
         validate_queue_name(name)
         ids, attempts = attempt_references(jobs, verb)

@@ -287,3 +287,62 @@ def touch_jobs(schema: str, table: str, *, fenced: bool) -> str:
     )
     {_COUNT}
     """
+
+
+# A stately key keeps at most one job per state below completed, so a job put back as 'retry'
+# would collide with one of its key already waiting to retry; it then goes back as 'created'
+# instead, and only when both places are taken is it left for a plain fail() (which, as pg-boss's
+# does, fails it for good: the policy keeps one waiting job per state).
+_STATELY_TAKEN = """EXISTS (
+        SELECT 1 FROM {schema}.{table} o
+        WHERE o.name = j.name AND o.state = '{state}' AND o.policy = 'stately'
+          AND COALESCE(o.singleton_key, '') = COALESCE(j.singleton_key, '')
+      )"""
+
+
+@functools.lru_cache(maxsize=256)
+def requeue_jobs(schema: str, table: str, *, started: bool) -> str:
+    """Put active jobs a stopping worker holds back in the queue without charging an attempt.
+
+    Parameters: [output json, when ``started``], name, ids, attempt pairs. Always fenced.
+    Returns the ids put back.
+
+    Every claim of a job that was started before bumps retry_count, and retry_count against
+    retry_limit is what decides between a retry and a failure for good (pg-boss 12.35's fetch and
+    fail). A job the worker claimed but never started (``started=False``) gets started_on cleared,
+    as pg-boss's restore() does, so its next claim does not count an attempt: its retry_count
+    stays what this claim made it. That is safe only because no handler of this attempt ever ran,
+    so no stale settle can come from it. A job whose handler was running when the shutdown cut it
+    short (``started=True``) keeps started_on, so its next claim does bump retry_count and the
+    attempt fence still tells the interrupted handler from the next one; instead its retry_limit
+    grows by one (saturating at int4's maximum), as pg-boss's retry() grants an attempt, so the
+    interruption does not count towards the limit. Its output records the shutdown.
+
+    Either way the job waits as 'retry' from now, without retry_delay (a shutdown is not the
+    job's failure), which keeps a key_strict_fifo key blocked behind it and cannot collide with
+    a short queue's one 'created' job per key.
+    """
+    taken_retry = _STATELY_TAKEN.format(schema=schema, table=table, state="retry")
+    taken_created = _STATELY_TAKEN.format(schema=schema, table=table, state="created")
+    if started:
+        charge = """output = %s::jsonb,
+        retry_limit = CASE WHEN j.retry_limit < 2147483647 THEN j.retry_limit + 1 ELSE j.retry_limit END,"""
+    else:
+        charge = "started_on = NULL,"
+    return f"""
+    WITH results AS (
+      UPDATE {schema}.{table} j
+      SET state = CASE
+          WHEN j.policy = 'stately' AND {taken_retry} THEN 'created'::{schema}.job_state
+          ELSE 'retry'::{schema}.job_state
+        END,
+        {charge}
+        start_after = {schema}.job_now(),
+        heartbeat_on = NULL
+      WHERE j.name = %s AND j.id = ANY(%s::uuid[]) AND j.state = 'active'
+        AND (j.id::text || ':' || j.retry_count::text) = ANY(%s::text[])
+        AND NOT (j.policy = 'stately' AND {taken_retry} AND {taken_created})
+      RETURNING j.id
+    )
+    SELECT id FROM results
+    """

@@ -40,6 +40,9 @@ logger = logging.getLogger("django_pgboss.worker")
 
 #: What a job still running when the worker stops is failed with, so it is retried elsewhere.
 SHUTDOWN_OUTPUT = {"name": "WorkerShutdown", "message": "the worker stopped while the job was running"}
+#: What a claimed job that never started is failed with, in the one case it cannot be put back
+#: (a stately key with a job already waiting in each state).
+UNSTARTED_OUTPUT = {"name": "WorkerShutdown", "message": "the worker stopped before the job started"}
 #: What the jobs of a handler thread that died are failed with, so they are retried.
 THREAD_DIED_OUTPUT = {
     "name": "HandlerThreadDied",
@@ -59,6 +62,7 @@ class WorkerStats:
     completed: int = 0
     failed: int = 0
     lost: int = 0
+    requeued: int = 0
     started_at: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -218,6 +222,9 @@ class Worker:
     def _shutdown(self) -> None:
         self._stopping.set()
         self._wake_all()
+        # Claimed jobs whose handler has not started go back now, so that another worker (the
+        # one a rolling deploy just started) can take them while this one finishes its own.
+        self._put_back_unstarted()
         deadline = time.monotonic() + (0 if self._aborting.is_set() else self.grace_seconds)
         while True:
             # A thread that died holds jobs nobody runs: they are failed at once, not waited for.
@@ -228,23 +235,24 @@ class Worker:
                 self._lock.wait(min(0.1, max(deadline - time.monotonic(), 0)))
         with self._lock:
             leftovers = {name: list(state.in_flight.values()) for name, state in self._queues.items()}
-            # They are failed below; nothing of this worker holds them any more (no heartbeat).
+            # They are put back below; nothing of this worker holds them any more (no heartbeat).
             for state in self._queues.values():
                 state.in_flight.clear()
                 state.last_touch.clear()
-        # Claimed jobs whose handler never started must not start now: they are failed with the rest.
-        for state in self._queues.values():
-            while True:
-                try:
-                    state.work.get_nowait()
-                except queue_module.Empty:
-                    break
         for name, jobs in leftovers.items():
             if jobs:
                 logger.warning(
-                    "stopping: failing %d job(s) of %s still running, so they are retried", len(jobs), name
+                    "stopping: %d job(s) of %s still running go back to the queue, their attempt not "
+                    "counted towards retry_limit",
+                    len(jobs),
+                    name,
                 )
-                self._settle_queue.put(("fail", name, jobs, SHUTDOWN_OUTPUT))
+                self._settle_queue.put(("interrupt", name, jobs, SHUTDOWN_OUTPUT))
+        # A fetch still in flight hands its jobs to the settler (see _fetch_until_stopped), which
+        # must get them before its stop marker.
+        for thread in self._threads:
+            if thread.name.startswith("pgboss-fetch"):
+                thread.join(timeout=30)
         self._settle_queue.put(("stop", "", [], None))
         for state in self._queues.values():
             for _ in range(state.registration.concurrency):
@@ -252,17 +260,44 @@ class Worker:
         if self._listener is not None:
             self._listener.stop()
         for thread in self._threads:
-            # Handlers past the grace period are left running (daemon threads): their jobs were
-            # failed above, and a settle they attempt later is fenced off.
+            # Handlers past the grace period are left running (daemon threads): their jobs went
+            # back above, and a settle they attempt later finds no active job to settle.
             if not thread.name.startswith("pgboss-handler") or not any(leftovers.values()):
                 thread.join(timeout=30)
         connections.close_all()
         logger.info(
-            "worker stopped: %d completed, %d failed, %d lost to another attempt",
+            "worker stopped: %d completed, %d failed, %d lost to another attempt, %d put back in the queue",
             self.stats.completed,
             self.stats.failed,
             self.stats.lost,
+            self.stats.requeued,
         )
+
+    def _put_back_unstarted(self) -> None:
+        """Hand every claimed unit no handler has started to the settler, to go back uncharged."""
+        with self._lock:
+            for name, state in self._queues.items():
+                unstarted: list[Job] = []
+                while True:
+                    try:
+                        unit = state.work.get_nowait()
+                    except queue_module.Empty:
+                        break
+                    if unit is None:
+                        continue
+                    unstarted += unit[1]
+                    state.free += 1
+                for job in unstarted:
+                    state.in_flight.pop(job.id, None)
+                    state.last_touch.pop(job.id, None)
+                if unstarted:
+                    logger.info(
+                        "stopping: %d claimed job(s) of %s that had not started go back to the queue",
+                        len(unstarted),
+                        name,
+                    )
+                    self._settle_queue.put(("requeue", name, unstarted, UNSTARTED_OUTPUT))
+            self._lock.notify_all()
 
     # -- waking --------------------------------------------------------------------------------
 
@@ -341,18 +376,23 @@ class Worker:
                 state.wake.clear()
                 continue
             self.stats.add(fetched=len(jobs))
+            units = [jobs] if registration.batch else [[job] for job in jobs]
             with self._lock:
+                if self._stopping.is_set():
+                    # The stop began during the fetch, and _put_back_unstarted() has run (or runs
+                    # next, under this lock): these never start, so they go back uncharged.
+                    self._settle_queue.put(("requeue", name, jobs, UNSTARTED_OUTPUT))
+                    return
                 state.drained = False
                 self._claimed_total += len(jobs)
                 now = time.monotonic()
                 for job in jobs:
                     state.in_flight[job.id] = job
                     state.last_touch[job.id] = now
-            units = [jobs] if registration.batch else [[job] for job in jobs]
-            with self._lock:
                 state.free -= len(units)
-            for unit in units:
-                state.work.put((name, unit))
+                # Queued under the lock, so that a stop's _put_back_unstarted() finds every unit.
+                for unit in units:
+                    state.work.put((name, unit))
 
     def _wait_for_low_water(self, state: _QueueState, low_water: int) -> None:
         """Hold the next fetch until half the slots are free, called with ``self._lock`` held.

@@ -37,7 +37,8 @@ SETTLE_BATCH = 500
 #: While stopping, a statement that keeps failing for database trouble is given up after this many tries.
 STOPPING_ATTEMPTS = 5
 
-#: One settle request: (kind, queue name, jobs, output). Kinds: "complete", "fail", "stop".
+#: One settle request: (kind, queue name, jobs, output). Kinds: "complete", "fail", "requeue" (claimed,
+#: never started), "interrupt" (cut short by a shutdown), "stop".
 SettleItem = tuple[str, str, list[Job], Any]
 
 
@@ -97,6 +98,8 @@ class Settler:
                 elif kind == "complete":
                     pending.setdefault(name, []).extend((job, result) for job in jobs)
                     counted[name] = counted.get(name, 0) + 1
+                elif kind in ("requeue", "interrupt"):
+                    self.requeue(name, jobs, started=kind == "interrupt", output=result)
                 else:
                     self.fail(name, jobs, result)
                     self._settled(name, 1)
@@ -204,6 +207,38 @@ class Settler:
                     return
                 self._trouble(f"failing jobs of {name}", exc, attempts)
         self.stats.add(failed=failed, lost=len(jobs) - failed)
+
+    def requeue(self, name: str, jobs: list[Job], *, started: bool, output: Any) -> None:
+        """Put the jobs of a stopping worker back in the queue without charging an attempt
+        (JobStore.requeue); any it cannot put back are failed with ``output`` instead."""
+        attempts = 0
+        while True:
+            try:
+                back = set(self.jobs.requeue(name, jobs, started=started, output=failure_output(output)))
+                break
+            except Exception as exc:
+                if is_refusal(exc):
+                    logger.warning(
+                        "could not put job(s) %s of %s back (%s); failing them instead",
+                        _ids(jobs),
+                        name,
+                        storable_text(str(exc).strip()),
+                    )
+                    back = set()
+                    break
+                attempts += 1
+                if attempts > STOPPING_ATTEMPTS:
+                    logger.error(
+                        "could not put job(s) %s of %s back; the monitor will expire them", _ids(jobs), name
+                    )
+                    return
+                self._trouble(f"putting jobs of {name} back", exc, attempts)
+        self.stats.add(requeued=len(back))
+        # A job missing from the ids is either held by another attempt now (the fenced fail below
+        # changes nothing and counts it lost) or of a stately key with a job waiting in each state.
+        rest = [job for job in jobs if job.id not in back]
+        if rest:
+            self.fail(name, rest, output)
 
 
 def _shorter(output: dict[str, Any] | None, exc: BaseException) -> dict[str, Any] | None:
