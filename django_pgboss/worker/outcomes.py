@@ -10,14 +10,13 @@ deadlock only needs the same statement again a moment later.
 
 from __future__ import annotations
 
-import re
 import traceback
 from collections.abc import Mapping
 from typing import Any
 
 from django.db import DatabaseError
 
-from django_pgboss.wire import output_value, to_json
+from django_pgboss.wire import output_value, storable_text, to_json
 
 # SQLSTATE classes of trouble that says nothing about the statement's values: connection
 # exceptions (08), invalid transaction state (25: a read-only standby after a failover), transaction
@@ -29,9 +28,6 @@ _TRANSIENT_CLASSES = frozenset({"08", "25", "40", "53", "55", "57", "58"})
 # probes again soon instead of backing off further (see Backoff).
 _UNREACHABLE_CLASSES = frozenset({"08", "57"})
 
-#: Code points that jsonb cannot hold in a string: NUL, and surrogates (which never stand alone in
-#: valid UTF-8; a Python str keeps them only when built from broken input).
-_UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
 #: How deep a failure output is copied; anything deeper is cut (an error report, not a payload).
 _MAX_DEPTH = 32
 
@@ -61,11 +57,6 @@ def is_unreachable(exc: BaseException) -> bool:
     """True when the server could not be reached or is not taking connections yet."""
     code = sqlstate(exc)
     return code is None or code[:2] in _UNREACHABLE_CLASSES
-
-
-def storable_text(text: str) -> str:
-    """``text`` with each code point jsonb refuses spelled out as its escape (``\\u0000``)."""
-    return _UNSTORABLE_TEXT.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _storable(value: Any, depth: int = 0) -> Any:

@@ -30,9 +30,8 @@ from django_pgboss.api.boss import Boss
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.exceptions import QueueNotFound
 from django_pgboss.records import Job
-from django_pgboss.wire import EncodedOutput, output_value, to_json
+from django_pgboss.wire import EncodedOutput, output_value, storable_text, to_json
 from django_pgboss.worker.listener import NotifyListener
-from django_pgboss.worker.outcomes import storable_text
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.settler import SettleItem, Settler
 

@@ -21,12 +21,8 @@ from django.db import connections
 
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.records import Job
-from django_pgboss.worker.outcomes import (
-    failure_output,
-    is_refusal,
-    storable_text,
-    unstorable_output,
-)
+from django_pgboss.wire import storable_text
+from django_pgboss.worker.outcomes import failure_output, is_refusal, unstorable_output
 
 logger = logging.getLogger("django_pgboss.worker")
 
