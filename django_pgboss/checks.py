@@ -101,6 +101,7 @@ def check_postgres_version(app_configs: Any = None, databases: Any = None, **kwa
 NUMERIC_SETTINGS = {
     "MONITOR_INTERVAL_SECONDS": (1, 86_400),
     "MAINTENANCE_INTERVAL_SECONDS": (1, 86_400),
+    "CRON_INTERVAL_SECONDS": (1, 45),
     "QUEUE_STATS_RETENTION_DAYS": (1, 365),
     "WARNING_QUEUE_SIZE": (1, None),
     "WARNING_RETENTION_DAYS": (1, 365),

@@ -39,6 +39,9 @@ DEFAULTS: dict[str, Any] = {
     # Warnings are logged; with this they are also kept in the warning table, for this many days.
     "PERSIST_WARNINGS": False,
     "WARNING_RETENTION_DAYS": 365,
+    # How often the timekeeper's pass may run, across every monitor (pg-boss's
+    # cronMonitorIntervalSeconds): 1 to 45 seconds, since an occurrence stays due for a minute.
+    "CRON_INTERVAL_SECONDS": 30,
     # Defer the stats aggregate after one long enough to hold back autovacuum.
     "MONITOR_VACUUM": True,
 }

@@ -29,6 +29,19 @@ class InvalidOption(PgBossError, ValueError):
     """An option has the wrong type or is out of range; the message names the option."""
 
 
+class InvalidSchedule(InvalidOption):
+    """A schedule's expression, time zone or preview argument cannot be used; the message names
+    the part at fault, and ``field`` says which argument it is ("cron", "tz", "count" or "start").
+
+    An InvalidOption, as every cron error was before rules existed, so code that caught
+    InvalidOption around schedule() keeps catching these.
+    """
+
+    def __init__(self, message: str, *, field: str = "cron") -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class InvalidPolicy(InvalidOption):
     """A queue policy that is not one of QueuePolicy's values."""
 

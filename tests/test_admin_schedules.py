@@ -1,21 +1,27 @@
-"""Schedules in the admin: listed, created and deleted through Boss; warnings read-only."""
+"""Schedules in the admin: on the index, listed with their next run and last job, created and
+edited (cron or RRULE, previewed first) and deleted through Boss; warnings read-only."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.contrib.admin.models import ADDITION, DELETION, LogEntry
+from django.contrib.admin.models import CHANGE as CHANGED
 from django.test import Client
 from django.urls import reverse, reverse_lazy
 
 from django_pgboss import boss
+from django_pgboss.monitor.timekeeper import run_timekeeper
 from tests.helpers import rows
 from tests.test_admin import messages_of, page_text
 
 pytestmark = pytest.mark.django_db
 
-LIST = reverse_lazy("admin:pgboss_queue_schedules")
-ADD = reverse_lazy("admin:pgboss_queue_schedule_add")
-DELETE = reverse_lazy("admin:pgboss_queue_schedule_delete")
+LIST = reverse_lazy("admin:pgboss_schedule_changelist")
+ADD = reverse_lazy("admin:pgboss_schedule_add")
+CHANGE = reverse_lazy("admin:pgboss_schedule_change")
+DELETE = reverse_lazy("admin:pgboss_schedule_delete")
 
 
 @pytest.fixture
@@ -28,9 +34,14 @@ def schedules() -> list[tuple]:
     return [(s.name, s.key, s.cron, s.timezone, s.data) for s in boss.get_schedules()]
 
 
-def test_schedules_are_listed_and_linked_from_the_queue_pages(admin_client, reports):
+def test_schedules_are_listed_and_linked_from_the_queue_pages(admin_client, reports, clock):
+    clock.set_time(dt.datetime(2027, 1, 5, 12, tzinfo=dt.UTC))
     text = page_text(admin_client.get(LIST))
-    assert 'reports nightly 0 3 * * * Europe/Paris skip { "kind": "nightly" } - ' in text
+    # 03:00 in Paris is 02:00 UTC in winter; no job sent yet.
+    assert (
+        'reports nightly cron 0 3 * * * Europe/Paris 2027-01-06 02:00:00 - skip { "kind": "nightly" } - '
+        in text
+    )
     assert "Add schedule" in text
     for page in (
         reverse("admin:pgboss_queue_changelist"),
@@ -91,7 +102,7 @@ def test_a_form_with_bad_json_or_an_unknown_queue_is_refused(admin_client, repor
 def test_send_options_of_a_schedule_are_listed(admin_client, reports):
     boss.schedule("reports", "*/5 * * * *", None, key="often", priority=3, retry_limit=1)
     text = page_text(admin_client.get(LIST))
-    assert 'reports often */5 * * * * UTC skip - { "priority": 3, "retryLimit": 1 }' in text
+    assert 'skip - { "priority": 3, "retryLimit": 1 }' in text
 
 
 def test_an_empty_data_field_schedules_no_data_and_shows_empty(admin_client, reports):
@@ -155,3 +166,139 @@ def test_warnings_are_read_only(admin_client):
     (warning_id,) = rows("SELECT id FROM {s}.warning")[0]
     detail = admin_client.get(reverse("admin:pgboss_warning_change", args=[warning_id])).content.decode()
     assert '<pre class="pgboss-json">{\n  &quot;queue&quot;: &quot;reports&quot;\n}</pre>' in detail
+
+
+def test_schedules_have_their_own_row_on_the_admin_index(admin_client, staff_client):
+    index = admin_client.get(reverse("admin:index")).content.decode()
+    assert f'href="{LIST}"' in index and f'href="{ADD}"' in index
+    viewer = staff_client("view_schedule").get(reverse("admin:index")).content.decode()
+    assert f'href="{LIST}"' in viewer and f'href="{ADD}"' not in viewer
+
+
+def test_the_old_schedule_urls_under_queues_redirect(admin_client):
+    response = admin_client.get(reverse("admin:pgboss_queue_schedule_delete") + "?name=reports&key=nightly")
+    assert response.status_code == 302 and response["Location"] == f"{DELETE}?name=reports&key=nightly"
+    assert admin_client.get(reverse("admin:pgboss_queue_schedules"))["Location"] == str(LIST)
+
+
+def test_the_list_links_each_schedules_last_job(admin_client, reports, clock):
+    boss.schedule("reports", "FREQ=MINUTELY", key="minutely")
+    clock.set_time(dt.datetime(2027, 1, 5, 12, 0, 20, tzinfo=dt.UTC))
+    run_timekeeper(boss)
+    (job,) = boss.find_jobs("reports")
+    page = admin_client.get(LIST).content.decode()
+    assert f'<a href="{reverse("admin:pgboss_job_change", args=[job.id])}">{job.id}</a>' in page
+    assert "2027-01-05 12:01:00" in page_text(admin_client.get(LIST))
+
+
+def test_a_row_that_cannot_run_says_why_in_the_list(admin_client, reports):
+    rows(
+        "INSERT INTO {s}.schedule (name, key, kind, cron) VALUES ('reports', 'broken', 'rrule', 'FREQ=DAILY;BYHOUR=99')"
+    )
+    assert 'cannot be evaluated: unsupported value in rrule part "BYHOUR=99"' in page_text(
+        admin_client.get(LIST)
+    )
+
+
+RULE = {
+    "name": "reports",
+    "key": "month-end",
+    "cron": "FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=17",
+    "tz": "Europe/Paris",
+    "data": "",
+    "missed": "skip",
+}
+
+
+def test_a_rule_is_previewed_before_it_is_saved(admin_client, reports, clock):
+    clock.set_time(dt.datetime(2027, 1, 1, tzinfo=dt.UTC))
+    preview = admin_client.post(ADD, {**RULE, "_preview": "1"})
+    assert preview.status_code == 200
+    text = page_text(preview)
+    assert "The next 10 runs" in text
+    assert "Fri 2027-01-29 17:00:00 CET 2027-01-29 16:00:00" in text
+    assert "Fri 2027-04-30 17:00:00 CEST 2027-04-30 15:00:00" in text
+    assert len(schedules()) == 1  # a preview saves nothing
+    saved = admin_client.post(ADD, {**RULE, "_save": "1"}, follow=True)
+    assert messages_of(saved) == [
+        "Scheduled 'reports month-end': FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=17 (Europe/Paris)."
+    ]
+    assert boss.get_schedule("reports", "month-end").kind == "rrule"
+
+
+def test_a_finite_rule_previews_what_is_left(admin_client, reports, clock):
+    clock.set_time(dt.datetime(2027, 1, 1, tzinfo=dt.UTC))
+    values = {**RULE, "cron": "DTSTART:20270101T090000\nRRULE:FREQ=DAILY;COUNT=3", "_preview": "1"}
+    assert "The next 3 runs (all that are left)" in page_text(admin_client.post(ADD, values))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("cron", "FREQ=DAILY;BYHOURS=9", 'unsupported part "BYHOURS=9" in rrule expression'),
+        (
+            "cron",
+            "FREQ=WEEKLY;BYDAY=-1FR",
+            "rrule BYDAY with an ordinal (such as -1FR) needs FREQ=MONTHLY or FREQ=YEARLY",
+        ),
+        ("cron", "FREQ=DAILY;UNTIL=20200101T000000Z", "has no occurrence after"),
+        ("tz", "Europe/Pariss", "unknown or unsupported time zone: 'Europe/Pariss'"),
+    ],
+)
+@pytest.mark.parametrize("button", ["_preview", "_save"])
+def test_a_bad_rule_shows_its_error_under_the_field(admin_client, reports, field, value, message, button):
+    response = admin_client.post(ADD, {**RULE, field: value, button: "1"})
+    assert response.status_code == 200
+    errors = response.context["form"].errors
+    if button == "_preview" and "no occurrence" in message:
+        # A finished rule previews as nothing; only saving it is refused.
+        assert errors == {} and "This rule has no occurrence left." in page_text(response)
+    else:
+        assert list(errors) == [field] and message in errors[field][0]
+        page = response.content.decode()
+        assert f'<div class="form-row field-{field} errors">' in page
+        assert page.index('class="errorlist') < page.index(f'name="{field}"')
+    assert len(schedules()) == 1
+
+
+def test_a_schedule_is_changed_keeping_its_send_options(admin_client, reports, clock):
+    clock.set_time(dt.datetime(2027, 1, 1, tzinfo=dt.UTC))
+    boss.schedule("reports", "0 9 * * *", {"n": 1}, key="daily", priority=4)
+    form = admin_client.get(CHANGE, {"name": "reports", "key": "daily"})
+    assert form.context["form"].initial["cron"] == "0 9 * * *"
+    assert "2027-01-01 09:00:00" in page_text(form)  # the current schedule's next runs
+    url = f"{CHANGE}?name=reports&key=daily"
+    # The queue and key are disabled fields: whatever a crafted request sends for them is ignored.
+    done = admin_client.post(
+        url,
+        {
+            "name": "other",
+            "key": "x",
+            "cron": "FREQ=DAILY;BYHOUR=10",
+            "tz": "UTC",
+            "data": '{"n": 2}',
+            "missed": "skip",
+            "_save": "1",
+        },
+        follow=True,
+    )
+    assert messages_of(done) == ["Scheduled 'reports daily': FREQ=DAILY;BYHOUR=10 (UTC)."]
+    changed = boss.get_schedule("reports", "daily")
+    assert (changed.kind, changed.cron, changed.data, changed.options["priority"]) == (
+        "rrule",
+        "FREQ=DAILY;BYHOUR=10",
+        {"n": 2},
+        4,
+    )
+    assert LogEntry.objects.get().action_flag == CHANGED
+    assert len(schedules()) == 2
+
+
+def test_changing_a_schedule_needs_change_permission_and_an_existing_schedule(
+    admin_client, staff_client, reports
+):
+    adder = staff_client("view_schedule", "add_schedule")
+    assert adder.get(CHANGE, {"name": "reports", "key": "nightly"}).status_code == 403
+    for query in ({"name": "reports", "key": "weekly"}, {"name": "no such queue!"}, {}):
+        response = admin_client.get(CHANGE, query, follow=True)
+        assert messages_of(response)[0].startswith("No schedule")

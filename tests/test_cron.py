@@ -150,9 +150,21 @@ def test_missed_once_files_the_latest_missed_occurrence_before_the_due_one():
     assert _due_slots(item, at(2026, 3, 1, 10, 20, 30), None) == ["2026-03-01 10:20:00"]
 
 
-def test_an_rfc_5545_rule_is_refused_rather_than_misread_as_cron():
-    with pytest.raises(InvalidOption, match="RFC 5545"):
-        _due_slots(schedule("FREQ=DAILY", kind="rrule"), at(2026, 3, 1), None)
+def test_an_rfc_5545_rule_is_evaluated_as_a_rule():
+    # Every day at midnight in Paris: 23:00 UTC in winter.
+    assert _due_slots(
+        schedule("FREQ=DAILY", kind="rrule", tz="Europe/Paris"), at(2026, 2, 28, 23, 0, 20), None
+    ) == ["2026-02-28 23:00:00"]
+
+
+def test_a_row_whose_kind_disagrees_with_its_expression_is_read_as_written():
+    # As an older release's upsert can leave it: the expression changed, the kind did not.
+    assert _due_slots(schedule("FREQ=HOURLY", kind="cron"), at(2026, 3, 1, 10, 0, 30), None) == [
+        "2026-03-01 10:00:00"
+    ]
+    assert _due_slots(schedule("0 * * * *", kind="rrule"), at(2026, 3, 1, 10, 0, 30), None) == [
+        "2026-03-01 10:00:00"
+    ]
 
 
 def test_a_stored_schedule_with_a_broken_expression_is_refused_when_evaluated():

@@ -66,6 +66,7 @@ def test_the_wheel_requires_no_settings_helper_at_run_time(wheel):
         "croniter",
         "django",
         "psycopg",
+        "python-dateutil",
     ]
 
 

@@ -138,7 +138,9 @@ def test_a_bad_row_warns_and_the_others_are_still_sent(queue, caplog):
     rows("INSERT INTO {s}.schedule (name, key, cron) VALUES (%s, 'broken', 'every tuesday')", [queue])
     report = run_timekeeper(boss)
     assert report.warnings == ["invalid_schedule"]
-    assert 'schedule for queue "reports" (key "broken") could not be evaluated' in caplog.text
+    assert (
+        'schedule for queue "reports" (key "broken", time zone "UTC") could not be evaluated' in caplog.text
+    )
     assert [j.data for j in sent(queue)] == [{"ok": True}]
 
 
@@ -185,3 +187,16 @@ def test_three_timekeepers_racing_send_each_occurrence_once_a_minute(queue, cloc
     clock.advance(seconds=30)  # 10:02:10
     assert race() == [False, False, True]
     assert len(sent(queue)) == 3
+
+
+def test_a_cron_schedule_runs_the_repeated_autumn_hour_once(queue, clock):
+    boss.schedule(queue, "30 1 * * *", tz="America/New_York")
+    for moment, expected in [
+        (dt.datetime(2027, 11, 7, 5, 30, 20, tzinfo=dt.UTC), 1),  # 01:30 EDT
+        (dt.datetime(2027, 11, 7, 6, 30, 20, tzinfo=dt.UTC), 1),  # 01:30 EST, the repeat
+        (dt.datetime(2027, 11, 8, 6, 30, 20, tzinfo=dt.UTC), 2),
+    ]:
+        clock.set_time(moment)
+        rows("UPDATE {s}.version SET cron_on = NULL")
+        run_timekeeper(boss)
+        assert len(sent(queue)) == expected, moment

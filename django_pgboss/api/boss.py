@@ -268,11 +268,16 @@ class Boss:
     ) -> None:
         """Send ``data`` to queue ``name`` on every occurrence of ``cron``, in time zone ``tz``.
 
-        ``cron`` has 5 fields, or 6 with seconds first; ``key`` tells several schedules of one queue
-        apart (schedule() again with the same name and key replaces it); ``missed="once"`` sends
-        one job for occurrences missed while no monitor ran. Other options are send()'s, used for
-        each job. Runs on the monitor's timekeeper (manage.py pgboss_monitor); each occurrence is
-        sent once however many monitors run.
+        ``cron`` is a cron expression (5 fields, or 6 with seconds first) or an RFC 5545
+        recurrence rule (``FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=17``, with or without a DTSTART line);
+        which one is decided here and stored as the schedule's kind. ``key`` tells several
+        schedules of one queue apart (schedule() again with the same name and key replaces it);
+        ``missed="once"`` sends one job for occurrences missed while no monitor ran. Other
+        options are send()'s, used for each job. Runs on the monitor's timekeeper (manage.py
+        pgboss_monitor); each occurrence is sent once however many monitors run.
+
+        Raises InvalidSchedule (an InvalidOption) for an expression or time zone that cannot be
+        evaluated, or a rule with no occurrence left, before anything is written.
         """
         self._schedules.schedule(name, cron, data, tz=tz, key=key, missed=missed, **send_options)
 
@@ -280,9 +285,27 @@ class Boss:
         """Remove the schedule (name, key)."""
         self._schedules.unschedule(name, key)
 
-    def get_schedules(self, name: str | None = None) -> list[Schedule]:
-        """Every schedule, or the queue's, in name and key order."""
-        return self._schedules.get_schedules(name)
+    def get_schedules(self, name: str | None = None, key: str | None = None) -> list[Schedule]:
+        """Every schedule, the queue's, or (with ``key``) the queue's one of that key, in name and
+        key order."""
+        return self._schedules.get_schedules(name, key)
+
+    def get_schedule(self, name: str, key: str = "") -> Schedule | None:
+        """The schedule (name, key), or None."""
+        return self._schedules.get_schedule(name, key)
+
+    def preview_schedule(
+        self, expression: str, *, tz: str = "UTC", start: dt.datetime | None = None, count: int = 10
+    ) -> list[dt.datetime]:
+        """The next ``count`` (1 to 1,000) occurrences of a cron expression or RFC 5545 rule in
+        ``tz``, strictly after ``start`` (default: the database's clock, as the timekeeper reads
+        it), as aware UTC datetimes; nothing is read or written but the clock.
+
+        A finite rule answers with fewer, a finished one with none; page on by passing the last
+        occurrence back as ``start``. Raises InvalidSchedule as schedule() does, and when the walk
+        outlasts its one-second budget (a rule too sparse for the count asked).
+        """
+        return self._schedules.preview_schedule(expression, tz=tz, start=start, count=count)
 
     # -- events --------------------------------------------------------------------------------
 

@@ -1,13 +1,12 @@
-"""Cron schedules: the schedule(), unschedule() and get_schedules() part of the API.
+"""Schedules: the schedule(), unschedule(), get_schedule(s)() and preview_schedule() part of the API.
 
-A schedule is a row of pg-boss's ``schedule`` table: a queue, a key, a cron expression, a time
-zone, the data and send() options of the jobs it sends (stored under pg-boss's option names, so a
-pg-boss (Node) timekeeper reads them too). The timekeeper that sends the jobs is the monitor's,
-django_pgboss.monitor.timekeeper.
+A schedule is a row of pg-boss's ``schedule`` table: a queue, a key, an expression and its kind
+(a cron expression, or an RFC 5545 recurrence rule), a time zone, the data and send() options of
+the jobs it sends (stored under pg-boss's option names, so a pg-boss (Node) timekeeper reads them
+too). The timekeeper that sends the jobs is the monitor's, django_pgboss.monitor.timekeeper.
 
-Schedules use cron expressions (croniter): 5 fields, or 6 with seconds first, as pg-boss reads
-them; day-of-month and day-of-week match with OR; evaluated in the schedule's time zone (DST
-included). pg-boss's RFC 5545 rules (kind "rrule") are not evaluated here.
+How an expression is read (kinds, DTSTART, time zones, DST) is django_pgboss.recurrence's, which
+touches no database: this module adds what needs one (the queue, the clock, the row).
 """
 
 from __future__ import annotations
@@ -16,9 +15,7 @@ import datetime as dt
 import json
 from dataclasses import dataclass
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
 from django.db import IntegrityError
 
 from django_pgboss import arguments
@@ -26,16 +23,28 @@ from django_pgboss.api.queues import QueueStore
 from django_pgboss.arguments import job_payload
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.db.context import DatabaseContext
-from django_pgboss.exceptions import InvalidOption, QueueNotFound
+from django_pgboss.exceptions import InvalidOption, InvalidSchedule, QueueNotFound
 from django_pgboss.plans import schedules as schedule_plans
+from django_pgboss.recurrence import PREVIEW_DEFAULT_COUNT, RRULE, Recurrence, parse_cron, preview
 from django_pgboss.wire import SEND_OPTIONS, schedule_options_from_wire, schedule_options_to_wire, to_json
+
+__all__ = [
+    "MISSED_POLICIES",
+    "Schedule",
+    "ScheduleStore",
+    "get_schedules",
+    "parse_cron",
+    "schedule",
+    "send_options",
+]
 
 MISSED_POLICIES = ("skip", "once")
 
 
 @dataclass(frozen=True)
 class Schedule:
-    """A schedule as stored: queue, key, cron expression, time zone, data and options."""
+    """A schedule as stored: queue, key, kind ("cron" or "rrule"), its expression (``cron``, as
+    pg-boss names the column, whichever the kind), time zone, data and options."""
 
     name: str
     key: str
@@ -47,24 +56,6 @@ class Schedule:
     created_on: dt.datetime
     updated_on: dt.datetime
     last_job_id: str | None
-
-
-def parse_cron(expression: object, timezone: object) -> tuple[str, ZoneInfo]:
-    """Validate a cron expression and a time zone as schedule() takes them; raise InvalidOption."""
-    if not isinstance(timezone, str) or not timezone:
-        raise InvalidOption(f"tz must be an IANA time zone name, not {timezone!r}")
-    try:
-        zone = ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise InvalidOption(f"unknown or unsupported time zone: {timezone!r}") from None
-    if not isinstance(expression, str) or not expression.strip():
-        raise InvalidOption(f"cron must be a cron expression, not {expression!r}")
-    fields = expression.split()
-    if not expression.startswith("@") and len(fields) not in (5, 6):
-        raise InvalidOption(f"cron {expression!r} must have 5 fields, or 6 with seconds first")
-    if not croniter.is_valid(expression, second_at_beginning=len(fields) == 6):
-        raise InvalidOption(f"cron {expression!r} is not a valid cron expression")
-    return expression, zone
 
 
 class ScheduleStore:
@@ -86,7 +77,9 @@ class ScheduleStore:
     ) -> None:
         """See Boss.schedule()."""
         validate_queue_name(name)
-        parse_cron(cron, tz)
+        # The one place an expression's kind is decided (pg-boss's rule): every reader takes it
+        # from the row, so a schedule is never validated as one format and evaluated as the other.
+        recurrence = Recurrence.parse(cron, tz)
         key = arguments.schedule_key(key)
         if missed not in MISSED_POLICIES:
             raise InvalidOption(f"missed must be one of: {', '.join(MISSED_POLICIES)}")
@@ -97,6 +90,17 @@ class ScheduleStore:
         options = {"tz": tz, "key": key, "missed": missed, **schedule_options_to_wire(send_options)}
         if QueueStore(self.context).get_queue(name) is None:
             raise QueueNotFound(f"queue {name!r} does not exist; create it before scheduling jobs to it")
+        if recurrence.kind == RRULE:
+            # A rule, unlike a cron expression, can have nothing left to send (a spent COUNT, a
+            # passed UNTIL): stored, it would be evaluated every pass and never send a job. Judged
+            # by the schema's clock, the one the pass reads.
+            now = self.database_now()
+            if recurrence.next_after(now) is None:
+                raise InvalidSchedule(
+                    f"rrule {cron!r} has no occurrence after {now.isoformat()}, so the schedule would "
+                    "never send a job",
+                    field="cron",
+                )
         with self.context.cursor() as cursor:
             try:
                 cursor.execute(
@@ -104,7 +108,7 @@ class ScheduleStore:
                     {
                         "name": name,
                         "key": key or "",
-                        "kind": "cron",
+                        "kind": recurrence.kind,
                         "cron": cron,
                         "timezone": tz,
                         "data": to_json(data, "data"),
@@ -122,15 +126,24 @@ class ScheduleStore:
                 schedule_plans.delete_schedule(self.context.quoted_schema), {"name": name, "key": key or ""}
             )
 
-    def get_schedules(self, name: str | None = None) -> list[Schedule]:
+    def get_schedules(self, name: str | None = None, key: str | None = None) -> list[Schedule]:
         """See Boss.get_schedules()."""
         schema = self.context.quoted_schema
+        if key is not None and name is None:
+            raise InvalidOption("get_schedules(): key needs a queue name beside it")
+        if key is not None and not isinstance(key, str):
+            raise InvalidOption(f"key must be a string, not {key!r}")
         with self.context.cursor() as cursor:
             if name is None:
-                cursor.execute(schedule_plans.get_schedules(schema, by_name=False))
-            else:
+                cursor.execute(schedule_plans.get_schedules(schema))
+            elif key is None:
                 cursor.execute(
                     schedule_plans.get_schedules(schema, by_name=True), {"name": validate_queue_name(name)}
+                )
+            else:
+                cursor.execute(
+                    schedule_plans.get_schedules(schema, by_name=True, by_key=True),
+                    {"name": validate_queue_name(name), "key": key},
                 )
             rows = cursor.fetchall()
         schedules = []
@@ -141,6 +154,30 @@ class ScheduleStore:
             values[9] = str(values[9]) if values[9] is not None else None
             schedules.append(Schedule(*values))
         return schedules
+
+    def get_schedule(self, name: str, key: str = "") -> Schedule | None:
+        """See Boss.get_schedule()."""
+        found = self.get_schedules(name, key or "")
+        return found[0] if found else None
+
+    def preview_schedule(
+        self,
+        expression: str,
+        *,
+        tz: str = "UTC",
+        start: dt.datetime | None = None,
+        count: int = PREVIEW_DEFAULT_COUNT,
+    ) -> list[dt.datetime]:
+        """See Boss.preview_schedule()."""
+        if start is not None and (not isinstance(start, dt.datetime) or start.tzinfo is None):
+            raise InvalidSchedule(f"start must be a timezone-aware datetime, not {start!r}", field="start")
+        return preview(expression, tz=tz, start=start or self.database_now(), count=count)
+
+    def database_now(self) -> dt.datetime:
+        """The schema's clock, job_now(): what the timekeeper evaluates schedules against."""
+        with self.context.cursor() as cursor:
+            cursor.execute(schedule_plans.database_now(self.context.quoted_schema))
+            return cursor.fetchone()[0]
 
 
 def schedule(
@@ -161,10 +198,10 @@ def schedule(
     )
 
 
-def get_schedules(boss: Any, name: str | None = None) -> list[Schedule]:
-    """Every schedule of ``boss`` (a Boss or a DatabaseContext), or the named queue's, in name and
-    key order."""
-    return ScheduleStore(DatabaseContext.of(boss)).get_schedules(name)
+def get_schedules(boss: Any, name: str | None = None, key: str | None = None) -> list[Schedule]:
+    """Every schedule of ``boss`` (a Boss or a DatabaseContext), the named queue's, or the one
+    (name, key), in name and key order."""
+    return ScheduleStore(DatabaseContext.of(boss)).get_schedules(name, key)
 
 
 def send_options(options: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
 from django_pgboss.monitor.loop import run_periodically
 from django_pgboss.monitor.supervisor import supervise
-from django_pgboss.monitor.timekeeper import CRON_INTERVAL_SECONDS, CronReport, Timekeeper
+from django_pgboss.monitor.timekeeper import CronReport, Timekeeper
 from django_pgboss.records import PassReport
 
 logger = logging.getLogger("django_pgboss.monitor")
@@ -30,7 +30,7 @@ MIN_INTERVAL_SECONDS = 1.0
 class Monitor:
     """Runs the monitor's pass every ``interval_seconds`` (default
     PGBOSS["MONITOR_INTERVAL_SECONDS"]) over ``queues`` (default every queue), and, unless
-    ``cron`` is False, the timekeeper every CRON_INTERVAL_SECONDS, on one database context.
+    ``cron`` is False, the timekeeper every PGBOSS["CRON_INTERVAL_SECONDS"], on one database context.
 
     ``on_pass`` and ``on_cron`` get each pass's PassReport and CronReport (the command prints
     them). Raises InvalidOption for an interval under a second, and QueueNotFound from
@@ -97,12 +97,16 @@ class Monitor:
 
     def run(self) -> None:
         """Pass after pass until stop(): the monitor's pass every ``interval_seconds``, cron every
-        CRON_INTERVAL_SECONDS; a database error backs off and retries instead of ending the run."""
+        PGBOSS["CRON_INTERVAL_SECONDS"]; a database error backs off and retries instead of ending the run."""
         self._stop.clear()
         passes: list[tuple[Callable[[], object], float]] = [(self.supervise, self.interval_seconds)]
         if self.timekeeper is not None:
-            passes.append((self.tick_cron, CRON_INTERVAL_SECONDS))
-        cron = f", cron every {CRON_INTERVAL_SECONDS}s" if self.timekeeper is not None else " (no cron)"
+            passes.append((self.tick_cron, self.timekeeper.interval_seconds))
+        cron = (
+            f", cron every {self.timekeeper.interval_seconds}s"
+            if self.timekeeper is not None
+            else " (no cron)"
+        )
         logger.info("monitor started: a pass every %ss%s", self.interval_seconds, cron)
         run_periodically(passes, self._stop, what="monitor pass", log=logger)
 

@@ -1,17 +1,22 @@
-"""The cron timekeeper: sends the jobs of due schedules (pg-boss 12.35's design).
+"""The timekeeper: sends the jobs of due schedules, cron and RFC 5545 rules (pg-boss 12.35's design).
 
-A pass runs at most once per CRON_INTERVAL_SECONDS across every monitor: it claims
-``version.cron_on`` by the server's clock. It reads each schedule, finds the occurrence that came
-due in the last minute (and, with ``missed="once"``, the latest one missed since the previous
-pass), and files it in pg-boss's ``__pgboss__send-it`` queue under a throttle slot named after the
+A pass runs at most once per PGBOSS["CRON_INTERVAL_SECONDS"] across every monitor: it claims
+``version.cron_on`` by the server's clock. It reads each schedule, finds the occurrences that came
+due in the last minute (for a cron expression the latest one; a rule can put two in a minute and
+both are due) and, with ``missed="once"``, the latest one missed since the previous pass, and
+files each in pg-boss's ``__pgboss__send-it`` queue under a throttle slot named after the
 occurrence's own minute and the schedule: two passes (or two systems) seeing the same occurrence
 insert the same slot, and the unique throttle index keeps one. Working the send-it queue then sends
 each job to its target queue with the schedule's data and options. A pg-boss (Node) timekeeper on
 the same schema uses the same claim, queue and slots, so the two never double-send.
 
-Schedules themselves (schedule(), get_schedules(), cron parsing) are the API's,
-django_pgboss.api.schedules. A schedule of pg-boss's RFC 5545 rules (kind "rrule") is skipped with
-a warning.
+A row that cannot be evaluated (written by hand, or by another release) is skipped with an
+``invalid_schedule`` warning, once per row rather than once per pass: a broken row
+never heals on its own, and warning every pass would persist one warning every 30 seconds. (Once
+per Timekeeper: the monitor keeps one; run_timekeeper() makes a new one per call.)
+
+Schedules themselves (schedule(), get_schedules(), previews) are the API's,
+django_pgboss.api.schedules; reading an expression is django_pgboss.recurrence's.
 """
 
 from __future__ import annotations
@@ -25,25 +30,31 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from croniter import croniter
 from django.db import DatabaseError
 
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.api.queues import QueueStore
-from django_pgboss.api.schedules import Schedule, ScheduleStore, parse_cron, send_options
+from django_pgboss.api.schedules import Schedule, ScheduleStore, send_options
 from django_pgboss.api.sending import JobSender
+from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
 from django_pgboss.monitor.loop import run_periodically
 from django_pgboss.monitor.supervisor import warn
 from django_pgboss.plans import schedules as schedule_plans
+from django_pgboss.recurrence import CRON, Recurrence, read_stored
 
 logger = logging.getLogger("django_pgboss.schedules")
 
 #: The queue occurrences are filed in before they are sent, shared with pg-boss.
 SEND_IT_QUEUE = "__pgboss__send-it"
-#: How often a cron pass may run (by the server's clock), and the window it looks back over.
+#: How often a cron pass may run (by the server's clock) unless PGBOSS["CRON_INTERVAL_SECONDS"]
+#: says otherwise, and the range pg-boss allows (cronMonitorIntervalSeconds): the window a pass
+#: looks back over is a minute, so passes further apart than 45 s could both miss an occurrence.
 CRON_INTERVAL_SECONDS = 30
+CRON_INTERVAL_RANGE = (1, 45)
+#: How long an occurrence stays due, and the width of the throttle slot it is filed in. One value,
+#: as in pg-boss: a wider window than slot would file one occurrence in two slots.
 OCCURRENCE_WINDOW = dt.timedelta(seconds=60)
 
 
@@ -58,11 +69,26 @@ class CronReport:
 
 
 class Timekeeper:
-    """The cron timekeeper over one database context: tick() runs one pass, run() one every
-    CRON_INTERVAL_SECONDS until stop(). Any number may run: the claim makes extra ones idle."""
+    """The timekeeper over one database context: tick() runs one pass, run() one every
+    ``interval_seconds`` (default PGBOSS["CRON_INTERVAL_SECONDS"], 1 to 45) until stop(). Any
+    number may run: the claim makes extra ones idle."""
 
-    def __init__(self, context: DatabaseContext | None = None) -> None:
+    def __init__(
+        self, context: DatabaseContext | None = None, *, interval_seconds: int | None = None
+    ) -> None:
         self.context = context or DatabaseContext()
+        interval = interval_seconds if interval_seconds is not None else pgboss_settings.CRON_INTERVAL_SECONDS
+        low, high = CRON_INTERVAL_RANGE
+        if isinstance(interval, bool) or not isinstance(interval, int) or not low <= interval <= high:
+            raise InvalidOption(
+                f"the cron interval must be an integer from {low} to {high} seconds, not {interval!r}"
+            )
+        self.interval_seconds = interval
+        # The rows this timekeeper has warned about, keyed on (name, key, expression, zone):
+        # rebuilt each pass from the rows still broken, so a fixed or deleted row drops out and
+        # would warn again if it came back. Per timekeeper, as pg-boss keeps it per instance, so a
+        # restarted monitor surfaces a row nobody fixed.
+        self._warned: set[tuple[str, str, str, str]] = set()
         self._queues = QueueStore(self.context)
         self._jobs = JobStore(self.context)
         self._sender = JobSender(self.context)
@@ -70,7 +96,7 @@ class Timekeeper:
         self._stop = threading.Event()
 
     def run(self, on_report: Callable[[CronReport], None] | None = None) -> None:
-        """Run a pass now and every CRON_INTERVAL_SECONDS until stop(); a database error backs
+        """Run a pass now and every ``interval_seconds`` until stop(); a database error backs
         off and retries (see monitor/loop.py). ``on_report`` gets each pass's report."""
         self._stop.clear()
 
@@ -79,7 +105,7 @@ class Timekeeper:
             if on_report is not None:
                 on_report(report)
 
-        run_periodically([(tick, CRON_INTERVAL_SECONDS)], self._stop, what="cron pass", log=logger)
+        run_periodically([(tick, self.interval_seconds)], self._stop, what="cron pass", log=logger)
 
     def stop(self) -> None:
         """Make run() return after the pass in progress (safe from a signal handler or thread)."""
@@ -94,48 +120,84 @@ class Timekeeper:
         report = CronReport()
         with self.context.cursor() as cursor:
             cursor.execute(
-                schedule_plans.claim_cron(self.context.quoted_schema), {"seconds": CRON_INTERVAL_SECONDS}
+                schedule_plans.claim_cron(self.context.quoted_schema), {"seconds": self.interval_seconds}
             )
             prior_pass, claimed, database_now = cursor.fetchone()
         report.claimed = claimed
         if claimed:
-            moment = now or database_now
-            jobs = []
-            for item in self._schedules.get_schedules():
-                try:
-                    slots = _due_slots(item, moment, prior_pass)
-                except (InvalidOption, ValueError, KeyError) as exc:
-                    message = (
-                        f'Warning: schedule for queue "{item.name}" (key "{item.key}") could not be '
-                        f"evaluated and was skipped: {exc}"
-                    )
+            self._file_due(report, now or database_now, prior_pass)
+        report.sent = self.send_filed_jobs()
+        return report
+
+    def _file_due(self, report: CronReport, moment: dt.datetime, prior_pass: dt.datetime | None) -> None:
+        warned = self._warned
+        still_broken: set[tuple[str, str, str, str]] = set()
+        jobs = []
+        relabelled = []
+        for item in self._schedules.get_schedules():
+            row = (item.name, item.key, item.cron, item.timezone)
+
+            def complain(message: str, row: tuple[str, str, str, str] = row, item: Schedule = item) -> None:
+                still_broken.add(row)
+                if row not in warned:
                     warn(
                         self.context,
                         report,
                         "invalid_schedule",
                         message,
-                        {"queue": item.name, "key": item.key, "cron": item.cron},
+                        {"queue": item.name, "key": item.key, "cron": item.cron, "timezone": item.timezone},
                     )
-                    continue
-                for slot in slots:
-                    jobs.append(
-                        {
-                            "data": {
-                                "name": item.name,
-                                "key": item.key,
-                                "data": item.data,
-                                "options": item.options,
-                                "slot": slot,
-                            },
-                            "singleton_key": item.name.replace("_", "\\_") + "__" + item.key,
-                            "singleton_slot": slot,
-                        }
-                    )
-            if jobs:
-                self._queues.create_queue(SEND_IT_QUEUE)
-                report.filed = self._sender.insert_slotted(SEND_IT_QUEUE, jobs)
-        report.sent = self.send_filed_jobs()
-        return report
+
+            try:
+                recurrence = _read(item)
+                slots = [_slot(o) for o in recurrence.between(moment - OCCURRENCE_WINDOW, moment)]
+            except (InvalidOption, ValueError, KeyError, OverflowError) as exc:
+                complain(
+                    f'Warning: schedule for queue "{item.name}" (key "{item.key}", time zone '
+                    f'"{item.timezone}") could not be evaluated and was skipped: {exc}'
+                )
+                continue
+            if recurrence.kind != item.kind:
+                relabelled.append(
+                    {"name": item.name, "key": item.key, "kind": recurrence.kind, "cron": item.cron}
+                )
+            try:
+                missed = _missed_occurrence(item, recurrence, moment, prior_pass)
+            except (InvalidOption, ValueError, KeyError, OverflowError) as exc:
+                # Its own try, so a catch-up that cannot be read does not cost the occurrence due now.
+                missed = None
+                complain(
+                    f'Warning: schedule for queue "{item.name}" (key "{item.key}", time zone '
+                    f'"{item.timezone}") could not be caught up on the gap since the last cron pass: {exc}'
+                )
+            if missed is not None and _slot(missed) not in slots:
+                slots.insert(0, _slot(missed))
+            for slot in dict.fromkeys(slots):
+                jobs.append(
+                    {
+                        "data": {
+                            "name": item.name,
+                            "key": item.key,
+                            "data": item.data,
+                            "options": item.options,
+                            "slot": slot,
+                        },
+                        "singleton_key": item.name.replace("_", "\\_") + "__" + item.key,
+                        "singleton_slot": slot,
+                    }
+                )
+        self._warned = still_broken
+        if jobs:
+            self._queues.create_queue(SEND_IT_QUEUE)
+            report.filed = self._sender.insert_slotted(SEND_IT_QUEUE, jobs)
+        if relabelled:
+            # After the sends, so a failed relabel cannot cost an occurrence: the row fires either
+            # way; the relabel makes get_schedules() tell the truth about its format.
+            with self.context.cursor() as cursor:
+                cursor.execute(
+                    schedule_plans.set_schedule_kinds(self.context.quoted_schema),
+                    {"records": json.dumps(relabelled)},
+                )
 
     def send_filed_jobs(self, batch_size: int = 50) -> int:
         """Work the send-it queue: send each filed occurrence to its queue; returns how many were sent."""
@@ -190,34 +252,43 @@ def send_filed_jobs(boss: Any = None, batch_size: int = 50) -> int:
     return Timekeeper(context).send_filed_jobs(batch_size)
 
 
+def _slot(occurrence: dt.datetime) -> str:
+    """The throttle slot an occurrence is filed in: its minute as UTC wall time, so the same
+    occurrence always names the same slot, whoever files it and however often."""
+    return occurrence.astimezone(dt.UTC).replace(second=0, microsecond=0).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _read(item: Schedule) -> Recurrence:
+    """The row's expression as its kind says, or as written when the two disagree."""
+    return read_stored(item.cron, item.timezone, item.kind)
+
+
+def _missed_occurrence(
+    item: Schedule, recurrence: Recurrence, moment: dt.datetime, prior_pass: dt.datetime | None
+) -> dt.datetime | None:
+    """With ``missed="once"``, the latest occurrence in the gap no pass covered: after the last
+    pass (and the row's creation), up to where the due window opens."""
+    if (item.options or {}).get("missed") != "once" or prior_pass is None:
+        return None
+    window_start = moment - OCCURRENCE_WINDOW
+    since = max(prior_pass, item.created_on)
+    if since >= window_start:
+        return None
+    return recurrence.latest(since, window_start)
+
+
 def _previous(expression: str, zone: ZoneInfo, before: dt.datetime) -> dt.datetime:
-    """The latest occurrence at or before ``before`` (aware), in UTC."""
-    six = not expression.startswith("@") and len(expression.split()) == 6
-    # croniter's get_prev is strictly before its start; a microsecond later includes ``before``.
-    start = (before + dt.timedelta(microseconds=1)).astimezone(zone)
-    return croniter(expression, start, second_at_beginning=six).get_prev(dt.datetime).astimezone(dt.UTC)
+    """The latest occurrence of a cron expression at or before ``before`` (aware), in UTC."""
+    found = Recurrence(CRON, expression, zone).latest(dt.datetime.min.replace(tzinfo=dt.UTC), before)
+    assert found is not None  # a valid cron expression always has an earlier occurrence
+    return found
 
 
 def _due_slots(item: Schedule, moment: dt.datetime, prior_pass: dt.datetime | None) -> list[str]:
-    if item.kind != "cron":
-        raise InvalidOption(f"kind {item.kind!r} (an RFC 5545 rule) is not evaluated by django_pgboss")
-    expression, zone = parse_cron(item.cron, item.timezone)
-    window_start = moment - OCCURRENCE_WINDOW
-    occurrences = []
-    due = _previous(expression, zone, moment)
-    if due > window_start:
-        occurrences.append(due)
-    if (item.options or {}).get("missed") == "once" and prior_pass is not None:
-        since = max(prior_pass, item.created_on)
-        if since < window_start:
-            missed = _previous(expression, zone, window_start)
-            if missed > since:
-                occurrences.insert(0, missed)
-    # One slot per occurrence minute, as UTC wall time: the same occurrence always names the same
-    # slot, whoever files it and however often.
-    slots = []
-    for occurrence in occurrences:
-        slot = occurrence.replace(second=0, microsecond=0).strftime("%Y-%m-%d %H:%M:%S")
-        if slot not in slots:
-            slots.append(slot)
-    return slots
+    """The slots one pass at ``moment`` files for ``item`` (the pure core of a pass)."""
+    recurrence = _read(item)
+    slots = [_slot(o) for o in recurrence.between(moment - OCCURRENCE_WINDOW, moment)]
+    missed = _missed_occurrence(item, recurrence, moment, prior_pass)
+    if missed is not None and _slot(missed) not in slots:
+        slots.insert(0, _slot(missed))
+    return list(dict.fromkeys(slots))

@@ -1,4 +1,4 @@
-"""SQL for cron schedules and the timekeeper's claim."""
+"""SQL for schedules (cron and RFC 5545 rules) and the timekeeper's claim."""
 
 from __future__ import annotations
 
@@ -26,10 +26,32 @@ def delete_schedule(schema: str) -> str:
     return f"DELETE FROM {schema}.schedule WHERE name = %(name)s AND COALESCE(key, '') = %(key)s"
 
 
-def get_schedules(schema: str, *, by_name: bool) -> str:
-    """Schedules (of one queue: parameter name), in name and key order."""
-    where = "WHERE name = %(name)s" if by_name else ""
+def get_schedules(schema: str, *, by_name: bool = False, by_key: bool = False) -> str:
+    """Schedules in name and key order: every one, one queue's (parameter: name), or one
+    (parameters: name, key; a NULL key, written by hand, reads as the empty key)."""
+    where = ""
+    if by_name:
+        where = "WHERE name = %(name)s AND COALESCE(key, '') = %(key)s" if by_key else "WHERE name = %(name)s"
     return f"SELECT {_COLUMNS} FROM {schema}.schedule {where} ORDER BY name, key"
+
+
+def database_now(schema: str) -> str:
+    """The schema's clock (job_now()), which the cron pass evaluates schedules against."""
+    return f"SELECT {schema}.job_now()"
+
+
+def set_schedule_kinds(schema: str) -> str:
+    """Relabel schedules whose stored kind disagrees with their expression. Parameter: records,
+    a JSON array of {name, key, kind, cron}.
+
+    Matched on the expression too, so a schedule() landing between the pass's read and this
+    write keeps the kind it was written with. updated_on stays: the definition did not change.
+    """
+    return f"""
+    UPDATE {schema}.schedule s SET kind = k.kind
+    FROM json_to_recordset(%(records)s::json) AS k (name text, key text, kind text, cron text)
+    WHERE s.name = k.name AND COALESCE(s.key, '') = k.key AND s.cron = k.cron
+    """
 
 
 def claim_cron(schema: str) -> str:

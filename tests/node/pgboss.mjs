@@ -15,6 +15,13 @@
 //       redrives the dead-letter queue with boss.redrive(); prints the number moved.
 //   node pgboss.mjs preview <connection string> <schema> <queue> [options JSON]
 //       prints boss.previewRedrive() of the dead-letter queue.
+//   node pgboss.mjs schedule <connection string> <schema> <queue> <expression> <data JSON> <options JSON>
+//       boss.schedule(); prints the row as boss.getSchedule() reads it back.
+//   node pgboss.mjs preview-schedules <connection string> <schema> <requests JSON>
+//       boss.previewSchedule() of each {expression, tz, from, count}; prints the ISO instants.
+//   node pgboss.mjs timekeep <connection string> <schema> <queue> <seconds>
+//       starts pg-boss's own timekeeper (schedule: true) and waits up to <seconds> for a job in
+//       <queue>; prints the queue's jobs.
 //
 // <schema> is spelled as a pg-boss user configures it: bare, or in double quotes when the name
 // needs them. pg-boss is resolved from PGBOSS_NODE_DIR, where scripts/test.sh installs it.
@@ -29,7 +36,8 @@ const boss = new PgBoss({
   connectionString,
   schema,
   supervise: false,
-  schedule: false,
+  schedule: command === 'timekeep',
+  cronWorkerIntervalSeconds: 1,
   migrate: command === 'install',
   createSchema: command === 'install'
 })
@@ -57,6 +65,20 @@ try {
     result.moved = await boss.redrive(args[0], JSON.parse(args[1] || '{}'))
   } else if (command === 'preview') {
     result.preview = await boss.previewRedrive(args[0], JSON.parse(args[1] || '{}'))
+  } else if (command === 'schedule') {
+    await boss.schedule(args[0], args[1], JSON.parse(args[2]), JSON.parse(args[3]))
+    result.schedule = await boss.getSchedule(args[0], JSON.parse(args[3]).key ?? '')
+  } else if (command === 'preview-schedules') {
+    result.previews = JSON.parse(args[0]).map(({ expression, tz, from, count }) =>
+      boss.previewSchedule(expression, { tz, from: new Date(from), count }).map((d) => d.toISOString()))
+  } else if (command === 'timekeep') {
+    const deadline = Date.now() + Number(args[1]) * 1000
+    let jobs = []
+    while (jobs.length === 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 250))
+      jobs = await boss.findJobs(args[0])
+    }
+    result.jobs = jobs
   } else if (command !== 'install') {
     throw new Error(`unknown command ${command}`)
   }

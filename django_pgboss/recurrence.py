@@ -1,0 +1,622 @@
+"""Recurrences, pure: cron expressions and RFC 5545 recurrence rules, parsed and walked.
+
+This module reads no settings and touches no database, so schedule(), preview_schedule(), the
+timekeeper and the admin's form all judge an expression the same way, and its tests run without
+PostgreSQL (tests/test_recurrence.py, tests/test_cron.py).
+
+A schedule's expression is one of two kinds, as pg-boss 12.35 stores them in ``schedule.kind``:
+
+- ``cron``: 5 fields, or 6 with seconds first (croniter), evaluated in the schedule's time zone.
+- ``rrule``: an RFC 5545 recurrence rule (python-dateutil's ``rrule``), either the RRULE value on
+  its own (``FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=17``) or the DTSTART, RRULE, RDATE and EXDATE lines of
+  a calendar entry. Without a DTSTART the rule recurs from midnight, 1 January 1970, in the
+  schedule's zone, which is pg-boss's anchor: the phase of ``INTERVAL=2`` and the time of day of
+  any part the rule does not pin are then the same in every process. A DTSTART with a TZID (or a
+  trailing Z) names the zone the rule recurs in instead of the schedule's.
+
+Rules recur in wall-clock time, as pg-boss's engine (rrule-temporal) reads them: a local time that
+a daylight-saving change skips does not occur that day (RFC 5545 says to ignore it), and a local
+time that occurs twice is the earlier of the two.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+from dateutil import rrule as dateutil_rrule
+
+from django_pgboss.exceptions import InvalidSchedule
+
+CRON = "cron"
+RRULE = "rrule"
+KINDS = (CRON, RRULE)
+
+#: preview_schedule()'s count: its default, and pg-boss's ceiling (previewScheduleMaxCount).
+PREVIEW_DEFAULT_COUNT = 10
+PREVIEW_MAX_COUNT = 1000
+#: The wall-clock budget of one preview. Occurrences are not equally priced: a thousand of a
+#: per-minute rule cost milliseconds, a thousand of "29 February" walk four thousand years, so
+#: count alone does not bound the CPU a request can spend (pg-boss bounds both, at a second).
+PREVIEW_TIME_BUDGET_SECONDS = 1.0
+
+# What tells a rule from a cron expression (pg-boss's test): an iCalendar property at the head of
+# a line, or the FREQ part every RRULE carries. No cron field contains "=", ":" or ";".
+_RRULE_SHAPE = re.compile(r"^[ \t]*[a-z][a-z0-9-]*[;:]|(?:^|[\s;])FREQ=", re.IGNORECASE | re.MULTILINE)
+_PROPERTY = re.compile(r"^([a-z][a-z0-9-]*)([;:])", re.IGNORECASE)
+_PROPERTIES = ("DTSTART", "RRULE", "RDATE", "EXDATE")
+_DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})$")
+_DATE_TIME = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})(Z?)$", re.IGNORECASE)
+_EPOCH = dt.datetime(1970, 1, 1)
+
+# The recur rule parts of RFC 5545 3.3.10 that dateutil evaluates. A part outside them is refused
+# rather than ignored: "BYHOURS=9" read as no BYHOUR at all is a job at midnight without a word.
+# RFC 7529's RSCALE and SKIP are refused too: dateutil cannot honour them, and a rule evaluated
+# without them runs on other days than its author meant.
+_PARTS = (
+    "FREQ",
+    "UNTIL",
+    "COUNT",
+    "INTERVAL",
+    "BYSECOND",
+    "BYMINUTE",
+    "BYHOUR",
+    "BYDAY",
+    "BYMONTHDAY",
+    "BYYEARDAY",
+    "BYWEEKNO",
+    "BYMONTH",
+    "BYSETPOS",
+    "WKST",
+)
+_FREQUENCIES = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
+_WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+# Each numeric list part's allowed values: (lowest, highest, whether negatives count from the end).
+_RANGES = {
+    "BYSECOND": (0, 59, False),
+    "BYMINUTE": (0, 59, False),
+    "BYHOUR": (0, 23, False),
+    "BYMONTHDAY": (1, 31, True),
+    "BYYEARDAY": (1, 366, True),
+    "BYWEEKNO": (1, 53, True),
+    "BYMONTH": (1, 12, False),
+    "BYSETPOS": (1, 366, True),
+}
+_BYDAY = re.compile(r"^([+-]?\d{1,2})?(MO|TU|WE|TH|FR|SA|SU)$")
+
+
+def is_rrule(expression: str) -> bool:
+    """True when ``expression`` is written as an RFC 5545 rule rather than a cron expression."""
+    return bool(_RRULE_SHAPE.search(expression))
+
+
+def detect_kind(expression: str) -> str:
+    """The kind schedule() stores for ``expression``: "rrule" or "cron"."""
+    return RRULE if is_rrule(expression) else CRON
+
+
+def parse_zone(timezone: object) -> ZoneInfo:
+    """The IANA zone named ``timezone``; InvalidSchedule (field "tz") when there is none."""
+    if not isinstance(timezone, str) or not timezone:
+        raise InvalidSchedule(f"tz must be an IANA time zone name, not {timezone!r}", field="tz")
+    try:
+        return ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InvalidSchedule(f"unknown or unsupported time zone: {timezone!r}", field="tz") from None
+
+
+def _check_cron(expression: object) -> str:
+    if not isinstance(expression, str) or not expression.strip():
+        raise InvalidSchedule(f"cron must be a cron expression, not {expression!r}", field="cron")
+    fields = expression.split()
+    if not expression.startswith("@") and len(fields) not in (5, 6):
+        raise InvalidSchedule(
+            f"cron {expression!r} must have 5 fields, or 6 with seconds first", field="cron"
+        )
+    if not croniter.is_valid(expression, second_at_beginning=len(fields) == 6):
+        raise InvalidSchedule(f"cron {expression!r} is not a valid cron expression", field="cron")
+    return expression
+
+
+def parse_cron(expression: object, timezone: object) -> tuple[str, ZoneInfo]:
+    """Validate a cron expression and a time zone as schedule() takes them; raise InvalidSchedule.
+
+    The expression is judged before the zone, so a caller who got both wrong hears about the
+    expression first (pg-boss's order).
+    """
+    return _check_cron(expression), parse_zone(timezone)
+
+
+# -- parsing a rule -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Moment:
+    """A DTSTART, UNTIL, RDATE or EXDATE value: wall time, and the zone it names (None: floating)."""
+
+    wall: dt.datetime
+    zone: ZoneInfo | None
+    is_date: bool
+
+
+def _bad(message: str) -> InvalidSchedule:
+    return InvalidSchedule(message, field="cron")
+
+
+def _parse_moment(text: str, params: dict[str, str], what: str) -> _Moment:
+    zone = None
+    if "TZID" in params:
+        try:
+            zone = ZoneInfo(params["TZID"])
+        except (ZoneInfoNotFoundError, ValueError):
+            raise _bad(f"rrule {what} names an unknown time zone: {params['TZID']!r}") from None
+    value = text.strip()
+    match = _DATE.match(value)
+    try:
+        if match:
+            year, month, day = (int(group) for group in match.groups())
+            return _Moment(dt.datetime(year, month, day), zone, True)
+        match = _DATE_TIME.match(value)
+        if match:
+            year, month, day, hour, minute, second = (int(group) for group in match.groups()[:6])
+            wall = dt.datetime(year, month, day, hour, minute, second)
+            if match.group(7):
+                if zone is not None:
+                    raise _bad(f"rrule {what} {value!r} has both a TZID and a trailing Z")
+                zone = ZoneInfo("UTC")
+            return _Moment(wall, zone, False)
+    except ValueError:
+        pass
+    raise _bad(f"rrule {what} {value!r} is not a date (YYYYMMDD) or a date time (YYYYMMDDTHHMMSS)")
+
+
+def _parse_params(text: str) -> dict[str, str]:
+    params = {}
+    for param in filter(None, text.split(";")):
+        name, _, value = param.partition("=")
+        params[name.upper()] = value
+    return params
+
+
+def _check_parts(rule: str) -> tuple[dict[str, str], str]:
+    """The rule's parts by name (X- parts dropped) and the text dateutil evaluates (no UNTIL:
+    that one is converted to the rule's wall time by the caller)."""
+    parts: dict[str, str] = {}
+    kept = []
+    for part in rule.split(";"):
+        if not part:
+            continue
+        name, _, value = part.partition("=")
+        name = name.strip().upper()
+        value = value.strip().upper()
+        if not value:
+            raise _bad(f'rrule part "{part}" has no value')
+        if name.startswith("X-"):
+            continue  # RFC 5545's extension namespace: nothing to evaluate
+        if name not in _PARTS:
+            raise _bad(f'unsupported part "{part}" in rrule expression')
+        if name in parts:
+            raise _bad(f"rrule expression has more than one {name} part")
+        parts[name] = value
+        if name != "UNTIL":
+            kept.append(f"{name}={value}")
+    if "FREQ" not in parts:
+        raise _bad("rrule expression has no FREQ part")
+    if parts["FREQ"] not in _FREQUENCIES:
+        raise _bad(f'unsupported value in rrule part "FREQ={parts["FREQ"]}"')
+    _check_values(parts)
+    return parts, ";".join(kept)
+
+
+def _integer(name: str, text: str) -> int:
+    if not re.fullmatch(r"[+-]?\d+", text):
+        raise _bad(f'unsupported value in rrule part "{name}={text}"')
+    return int(text)
+
+
+def _check_values(parts: dict[str, str]) -> None:
+    # dateutil refuses some out-of-range values (BYHOUR=25) and evaluates others (BYMONTHDAY=32 as
+    # never), so every range is judged here, where the message can name the part.
+    freq = parts["FREQ"]
+    for name in ("COUNT", "INTERVAL"):
+        if name in parts and _integer(name, parts[name]) < 1:
+            raise _bad(f'unsupported value in rrule part "{name}={parts[name]}": it must be at least 1')
+    for name, (low, high, negative) in _RANGES.items():
+        for item in parts.get(name, "").split(",") if name in parts else ():
+            number = _integer(name, item)
+            if not (low <= number <= high or (negative and -high <= number <= -low)):
+                raise _bad(f'unsupported value in rrule part "{name}={parts[name]}"')
+    if "WKST" in parts and parts["WKST"] not in _WEEKDAYS:
+        raise _bad(f'unsupported value in rrule part "WKST={parts["WKST"]}"')
+    for item in parts.get("BYDAY", "").split(",") if "BYDAY" in parts else ():
+        match = _BYDAY.match(item)
+        if not match or (match.group(1) and not 1 <= abs(int(match.group(1))) <= 53):
+            raise _bad(f'unsupported value in rrule part "BYDAY={parts["BYDAY"]}"')
+        # RFC 5545 3.3.10's combinations: an ordinal weekday only within a month or a year.
+        if match.group(1) and freq not in ("MONTHLY", "YEARLY"):
+            raise _bad("rrule BYDAY with an ordinal (such as -1FR) needs FREQ=MONTHLY or FREQ=YEARLY")
+    if "BYMONTHDAY" in parts and freq == "WEEKLY":
+        raise _bad("rrule BYMONTHDAY cannot be used with FREQ=WEEKLY")
+    if "BYYEARDAY" in parts and freq in ("DAILY", "WEEKLY", "MONTHLY"):
+        raise _bad(f"rrule BYYEARDAY cannot be used with FREQ={freq}")
+    if "BYWEEKNO" in parts and freq != "YEARLY":
+        raise _bad("rrule BYWEEKNO needs FREQ=YEARLY")
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """A parsed rule: what dateutil evaluates, in wall time of ``zone``."""
+
+    text: str
+    parts: dict[str, str]
+    dtstart: _Moment | None
+    until: _Moment | None
+    rdates: tuple[_Moment, ...]
+    exdates: tuple[_Moment, ...]
+
+
+def _parse_rule(expression: str) -> _Rule:
+    # A line break followed by a space or tab is a fold (RFC 5545 3.1), as long EXDATE lists arrive.
+    text = re.sub(r"\r?\n[ \t]", "", expression)
+    dtstart = None
+    rule = None
+    dates: list[tuple[str, str, dict[str, str]]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        match = _PROPERTY.match(line)
+        if match is None:
+            name, params, value = "RRULE", {}, line
+        else:
+            name = match.group(1).upper()
+            head, _, value = line.partition(":")
+            params = _parse_params(head[len(match.group(1)) :])
+        if name in ("BEGIN", "END"):
+            raise _bad(
+                "rrule expression should be the DTSTART, RRULE, RDATE and EXDATE lines of a calendar "
+                "entry, without the BEGIN and END lines around them"
+            )
+        if name not in _PROPERTIES:
+            raise _bad(
+                f'unsupported property "{name}" in rrule expression; supported: {", ".join(_PROPERTIES)}'
+            )
+        if name == "DTSTART":
+            if dtstart is not None:
+                raise _bad("rrule expression has more than one DTSTART")
+            dtstart = _parse_moment(value, params, "DTSTART")
+        elif name == "RRULE":
+            if rule is not None:
+                raise _bad("rrule expression has more than one RRULE")
+            rule = value
+        else:
+            if params.get("VALUE", "").upper() == "PERIOD":
+                raise _bad(f"rrule {name} periods are not supported; list dates or date times")
+            dates.append((name, value, params))
+    if rule is None:
+        raise _bad("rrule expression has no RRULE to recur on")
+    parts, evaluated = _check_parts(rule)
+    if dtstart is None and "COUNT" in parts:
+        raise _bad(
+            "rrule expression uses COUNT, which counts occurrences from DTSTART, so it needs a DTSTART of its own"
+        )
+    if "COUNT" in parts and "UNTIL" in parts:
+        raise _bad("rrule expression has both COUNT and UNTIL; RFC 5545 allows one or the other")
+    is_date = dtstart.is_date if dtstart is not None else False
+    until = None
+    if "UNTIL" in parts:
+        until = _parse_moment(parts["UNTIL"], {}, "UNTIL")
+        if until.is_date != is_date:
+            raise _bad("rrule UNTIL must have the same value type as DTSTART (a date, or a date time)")
+    rdates: list[_Moment] = []
+    exdates: list[_Moment] = []
+    for name, value, params in dates:
+        for item in filter(None, value.split(",")):
+            moment = _parse_moment(item, params, name)
+            if moment.is_date != is_date:
+                example = (
+                    f"a date such as {item[:8]}" if is_date else f"a date time such as {item[:8]}T090000"
+                )
+                raise _bad(f'rrule {name} "{item}" must have the same value type as DTSTART: {example}')
+            (rdates if name == "RDATE" else exdates).append(moment)
+    return _Rule(evaluated, parts, dtstart, until, tuple(rdates), tuple(exdates))
+
+
+# -- recurrences ----------------------------------------------------------------------------------
+
+
+def _wall(moment: dt.datetime, zone: ZoneInfo) -> dt.datetime:
+    """An instant as naive wall time in ``zone`` (fold kept, for the hour that occurs twice)."""
+    return moment.astimezone(zone).replace(tzinfo=None)
+
+
+def _wall_start(after: dt.datetime, zone: ZoneInfo) -> dt.datetime:
+    """Where a wall-clock walk for occurrences after ``after`` starts: the first wall time that
+    lands after ``after`` is within a DST change of its own wall time, so that far back (usually
+    not at all, since a dense rule pays for every step)."""
+    offset = after.astimezone(zone).utcoffset() or dt.timedelta(0)
+    change = max(
+        abs(((after + day).astimezone(zone).utcoffset() or dt.timedelta(0)) - offset)
+        for day in (dt.timedelta(days=-1), dt.timedelta(days=1))
+    )
+    return _wall(after, zone) - change - dt.timedelta(seconds=1)
+
+
+def _instant(wall: dt.datetime, zone: ZoneInfo) -> dt.datetime | None:
+    """Naive wall time in ``zone`` as a UTC instant; None for a time a DST change skips."""
+    aware = wall.replace(tzinfo=zone)
+    utc = aware.astimezone(dt.UTC)
+    if utc.astimezone(zone).replace(tzinfo=None, fold=0) != wall.replace(fold=0):
+        return None
+    return utc
+
+
+_UNIT_SECONDS = {"HOURLY": 3600, "MINUTELY": 60, "SECONDLY": 1}
+
+
+@dataclass
+class Recurrence:
+    """A validated expression of one kind in one zone, ready to walk.
+
+    Instants in and out are aware datetimes; what comes out is in UTC.
+    """
+
+    kind: str
+    expression: str
+    zone: ZoneInfo
+    _rule: _Rule | None = field(default=None, repr=False)
+    _rule_zone: ZoneInfo | None = field(default=None, repr=False)
+    _base: dateutil_rrule.rrule | None = field(default=None, repr=False)
+
+    @classmethod
+    def parse(cls, expression: object, timezone: object, kind: str | None = None) -> Recurrence:
+        """Validate ``expression`` (read as ``kind``; default: detected) in ``timezone``.
+
+        Raises InvalidSchedule naming the part at fault: the expression ("cron") before the zone
+        ("tz"), as pg-boss judges them.
+        """
+        if not isinstance(expression, str) or not expression.strip():
+            raise InvalidSchedule(
+                f"cron must be a cron expression or an RRULE, not {expression!r}", field="cron"
+            )
+        kind = kind or detect_kind(expression)
+        if kind == CRON:
+            _check_cron(expression)
+            return cls(CRON, expression, parse_zone(timezone))
+        if kind != RRULE:
+            raise InvalidSchedule(f"kind must be one of: {', '.join(KINDS)}, not {kind!r}", field="cron")
+        rule = _parse_rule(expression)
+        zone = parse_zone(timezone)
+        rule_zone = (rule.dtstart.zone if rule.dtstart is not None else None) or zone
+        dtstart = rule.dtstart.wall if rule.dtstart is not None else _EPOCH
+        try:
+            parsed = dateutil_rrule.rrulestr(rule.text, dtstart=dtstart, cache=False)
+            if not isinstance(parsed, dateutil_rrule.rrule):  # one RRULE line never makes a set
+                raise ValueError("not a single rule")
+            base = parsed
+            until = None
+            if rule.until is not None:
+                # UNTIL names an instant (with Z) or wall time (floating): either way the walk
+                # compares it with wall time in the rule's zone.
+                until = rule.until.wall
+                if rule.until.zone is not None:
+                    until = _wall(rule.until.wall.replace(tzinfo=rule.until.zone), rule_zone)
+                if rule.until.is_date:
+                    until = until.replace(hour=23, minute=59, second=59)
+                base = base.replace(until=until)
+        except (ValueError, TypeError) as exc:
+            raise _bad(f"rrule expression could not be read: {exc}") from None
+        return cls(RRULE, expression, zone, rule, rule_zone, base)
+
+    # -- walking ------------------------------------------------------------------------------
+
+    def walk(self, after: dt.datetime) -> Iterator[dt.datetime]:
+        """The occurrences strictly after ``after``, in order (an endless iterator for most)."""
+        if self.kind == CRON:
+            return self._walk_cron(after)
+        return self._walk_rule(after)
+
+    def _walk_cron(self, after: dt.datetime) -> Iterator[dt.datetime]:
+        # Across a DST change, read as pg-boss's cron-parser reads it. An expression whose hour
+        # field is every hour runs on elapsed time: the repeated hour in autumn runs twice, the
+        # skipped one in spring not at all. One that names its hours runs on the wall clock: a
+        # time that happens twice runs the first time only, and a time that is skipped runs as
+        # far past the change as it was past the hour before it (02:30 becomes 03:30). croniter
+        # does the first natively; the second is croniter on naive wall time, mapped the way
+        # zoneinfo maps a naive time with fold=0, which is exactly those two rules.
+        six = not self.expression.startswith("@") and len(self.expression.split()) == 6
+        if croniter(self.expression, second_at_beginning=six).expanded[1] == ["*"]:
+            cursor = croniter(self.expression, after.astimezone(self.zone), second_at_beginning=six)
+            while True:
+                yield cursor.get_next(dt.datetime).astimezone(dt.UTC)
+        cursor = croniter(self.expression, _wall_start(after, self.zone), second_at_beginning=six)
+        last = after
+        while True:
+            instant = cursor.get_next(dt.datetime).replace(tzinfo=self.zone).astimezone(dt.UTC)
+            # Two wall times that a spring change maps to one instant run once, in order.
+            if instant > last:
+                last = instant
+                yield instant
+
+    def _walk_rule(self, after: dt.datetime) -> Iterator[dt.datetime]:
+        assert self._rule is not None and self._rule_zone is not None and self._base is not None
+        zone = self._rule_zone
+        start = _wall_start(after, zone)
+        rules = dateutil_rrule.rruleset(cache=False)
+        rules.rrule(self._fast_forward(start))
+        for moment in self._rule.rdates:
+            rules.rdate(self._wall_of(moment))
+        for moment in self._rule.exdates:
+            rules.exdate(self._wall_of(moment))
+        for wall in rules.xafter(start, inc=True):
+            instant = _instant(wall, zone)
+            if instant is not None and instant > after:
+                yield instant
+
+    def _wall_of(self, moment: _Moment) -> dt.datetime:
+        assert self._rule_zone is not None
+        if moment.zone is None:
+            return moment.wall
+        return _wall(moment.wall.replace(tzinfo=moment.zone), self._rule_zone)
+
+    def _fast_forward(self, target: dt.datetime) -> dateutil_rrule.rrule:
+        """The rule restarted at a period boundary shortly before ``target``, occurrence for
+        occurrence the same from there on.
+
+        dateutil walks every occurrence from DTSTART, and a rule without one starts in 1970: half
+        a century of minutes before the first one a pass wants. Restarting at a period of the
+        same INTERVAL phase, with the parts DTSTART supplied made explicit, changes nothing from
+        that period on. COUNT counts from the real DTSTART, so such a rule is walked from it.
+        """
+        assert self._rule is not None and self._base is not None
+        base, parts = self._base, self._rule.parts
+        if "COUNT" in parts:
+            return base
+        start = self._rule.dtstart.wall if self._rule.dtstart is not None else _EPOCH
+        freq = parts["FREQ"]
+        interval = int(parts.get("INTERVAL", "1"))
+        if freq in _UNIT_SECONDS:
+            periods = int((target - start).total_seconds()) // _UNIT_SECONDS[freq]
+        elif freq == "DAILY":
+            periods = (target.date() - start.date()).days
+        elif freq == "WEEKLY":
+            wkst = _WEEKDAYS.index(parts.get("WKST", "MO"))
+
+            def week(moment: dt.datetime) -> dt.date:
+                return moment.date() - dt.timedelta(days=(moment.weekday() - wkst) % 7)
+
+            periods = (week(target) - week(start)).days // 7
+        elif freq == "MONTHLY":
+            periods = (target.year - start.year) * 12 + target.month - start.month
+        else:
+            periods = target.year - start.year
+        # One whole INTERVAL short of the target's period, so the restarted first period (which
+        # dateutil trims to what follows the new DTSTART) lies entirely before the target.
+        steps = periods // interval - 1
+        if steps <= 0:
+            return base
+        shift = steps * interval
+        explicit: dict[str, Any] = {}
+        day_parts = ("BYWEEKNO", "BYYEARDAY", "BYMONTHDAY", "BYDAY")
+        if not any(name in parts for name in day_parts):
+            if freq == "YEARLY":
+                explicit["bymonthday"] = start.day
+                if "BYMONTH" not in parts:
+                    explicit["bymonth"] = start.month
+            elif freq == "MONTHLY":
+                explicit["bymonthday"] = start.day
+            elif freq == "WEEKLY":
+                explicit["byweekday"] = start.weekday()
+        levels = _FREQUENCIES.index(freq)
+        for name, keyword, level, value in (
+            ("BYHOUR", "byhour", 4, start.hour),
+            ("BYMINUTE", "byminute", 5, start.minute),
+            ("BYSECOND", "bysecond", 6, start.second),
+        ):
+            if name not in parts and levels < level:
+                explicit[keyword] = value
+        if freq in _UNIT_SECONDS:
+            restart = start + dt.timedelta(seconds=shift * _UNIT_SECONDS[freq])
+        elif freq == "DAILY":
+            restart = start + dt.timedelta(days=shift)
+        elif freq == "WEEKLY":
+            restart = start + dt.timedelta(weeks=shift)
+        elif freq == "MONTHLY":
+            months = start.year * 12 + start.month - 1 + shift
+            restart = start.replace(year=months // 12, month=months % 12 + 1, day=1)
+        else:
+            restart = start.replace(year=start.year + shift, month=1, day=1)
+        return base.replace(dtstart=restart, **explicit)
+
+    def next_after(self, after: dt.datetime) -> dt.datetime | None:
+        """The first occurrence strictly after ``after``, or None when a finite rule has run out."""
+        return next(iter(self.walk(after)), None)
+
+    def between(self, after: dt.datetime, until: dt.datetime) -> list[dt.datetime]:
+        """Every occurrence in (after, until], in order. For cron, only the latest one: a cron
+        expression's occurrences are a minute apart at the closest, so the due window (a minute)
+        holds one, and a sub-minute one shares the minute's slot (pg-boss reads it the same way)."""
+        found = []
+        for occurrence in self.walk(after):
+            if occurrence > until:
+                break
+            found.append(occurrence)
+        if self.kind == CRON:
+            return found[-1:]
+        return found
+
+    def latest(self, after: dt.datetime, until: dt.datetime) -> dt.datetime | None:
+        """The latest occurrence in (after, until], or None.
+
+        Read backwards from ``until`` in steps that widen (an hour, then four times
+        the last), so a catch-up after a long outage costs what the nearest occurrence is away,
+        not every occurrence of a dense rule since the outage began.
+        """
+        upper, width = until, dt.timedelta(hours=1)
+        while upper > after:
+            lower = max(after, upper - width)
+            found = self.between(lower, upper)
+            if found:
+                return found[-1]
+            upper, width = lower, width * 4
+        return None
+
+
+def read_stored(expression: object, timezone: object, kind: object) -> Recurrence:
+    """A stored schedule's expression, read as its stored ``kind``; or, when it cannot be read
+    so and is written as the other kind, read as written.
+
+    The kind column is a hint rather than a verdict (pg-boss's fallback): an older release's
+    upsert or a schema rollback can leave a kind that disagrees with the expression beside it,
+    and that row should still fire. Returns the Recurrence; its ``kind`` says which reading won.
+    """
+    stored = kind if kind in KINDS else CRON
+    try:
+        return Recurrence.parse(expression, timezone, stored)
+    except InvalidSchedule:
+        detected = detect_kind(expression) if isinstance(expression, str) else stored
+        if detected == stored:
+            raise
+        return Recurrence.parse(expression, timezone, detected)
+
+
+def preview(
+    expression: object,
+    *,
+    tz: object = "UTC",
+    start: dt.datetime,
+    count: object = PREVIEW_DEFAULT_COUNT,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[dt.datetime]:
+    """The next ``count`` occurrences of ``expression`` strictly after ``start`` (aware, UTC).
+
+    A finite rule answers with fewer, one that has finished with none. The expression is judged
+    before the count (pg-boss's order), and a walk that outlasts PREVIEW_TIME_BUDGET_SECONDS
+    gives up with InvalidSchedule (field "count") rather than hold a request or a thread.
+    """
+    if not isinstance(start, dt.datetime) or start.tzinfo is None:
+        raise InvalidSchedule(f"start must be a timezone-aware datetime, not {start!r}", field="start")
+    recurrence = Recurrence.parse(expression, tz)
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= PREVIEW_MAX_COUNT:
+        raise InvalidSchedule(
+            f"count must be an integer from 1 to {PREVIEW_MAX_COUNT}, not {count!r}", field="count"
+        )
+    deadline = clock() + PREVIEW_TIME_BUDGET_SECONDS
+    occurrences: list[dt.datetime] = []
+    for occurrence in recurrence.walk(start):
+        occurrences.append(occurrence)
+        if len(occurrences) >= count:
+            break
+        if clock() > deadline:
+            raise InvalidSchedule(
+                f"gave up after {PREVIEW_TIME_BUDGET_SECONDS:g}s with {len(occurrences)} of {count} "
+                f"occurrences of {expression!r}; ask for fewer and page with start",
+                field="count",
+            )
+    return occurrences
