@@ -113,13 +113,22 @@ def test_the_policy_example_runs_as_written():
 
 @pytest.mark.django_db
 def test_the_sending_example_runs_as_written():
-    (block,) = marked_blocks("jobs.md", 1)
+    block, _ = marked_blocks("jobs.md", 2)
     run_block(block, "jobs.md")
     assert len(boss.find_jobs("digests", limit=2000)) == 1004
     (first,) = boss.fetch("digests")
     assert first.data == {"user": 6}  # priority 10 comes first
     later = {job.data["user"] for job in boss.find_jobs("digests", queued=True, limit=2000)}
     assert {8, 9} <= later
+
+
+@pytest.mark.django_db
+def test_the_editing_example_runs_as_written():
+    _, block = marked_blocks("jobs.md", 2)
+    run_block(block, "jobs.md")
+    (job,) = boss.find_jobs("reports")
+    assert (job.data, job.priority, job.singleton_key) == ({"week": 13}, 5, "acme")
+    assert boss.fetch("reports")[0].id == job.id  # start_after=0: due now
 
 
 # -- docs/testing.md -------------------------------------------------------------------------------

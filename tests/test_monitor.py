@@ -397,7 +397,6 @@ def test_history_of_an_unknown_queue():
 def test_without_persisted_stats_the_history_is_the_last_count(queue):
     boss.send(queue)
     with pgboss_settings_with(PERSIST_QUEUE_STATS=False):
-        assert boss.get_queue_stats(queue) == []
         boss.supervise()
         (point,) = boss.get_queue_stats(queue)
     assert (point.queued_count, point.created_delta, point.captured_on) == (1, None, now())

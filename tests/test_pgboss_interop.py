@@ -139,3 +139,134 @@ def test_jobs_sent_by_pg_boss_are_fetched_and_completed_by_django(run_pgboss):
     )
     (copy_seen_by_node,) = run_pgboss("get", pgboss_settings.SCHEMA, "dlq", copy.id)["jobs"]
     assert copy_seen_by_node["sourceId"] == sent[1]
+
+
+# -- update() and upsert() on jobs either side sent ---------------------------------------------
+
+#: One edit of every option update() takes, spelled for Python and for pg-boss.
+EDIT = {
+    "priority": 7,
+    "start_after": "2031-05-01T10:00:00+00:00",
+    "retry_limit": 4,
+    "retry_delay": 9,
+    "retry_backoff": True,
+    "retry_delay_max": 60,
+    "expire_in_seconds": 120,
+    "retention_seconds": 3600,
+    "delete_after_seconds": 30,
+    "heartbeat_seconds": 40,
+    "dead_letter": "twins-dlq",
+    "group_id": "g",
+    "group_tier": "gold",
+}
+NODE_EDIT = {
+    "priority": 7,
+    "startAfter": "2031-05-01T10:00:00+00:00",
+    "retryLimit": 4,
+    "retryDelay": 9,
+    "retryBackoff": True,
+    "retryDelayMax": 60,
+    "expireInSeconds": 120,
+    "retentionSeconds": 3600,
+    "deleteAfterSeconds": 30,
+    "heartbeatSeconds": 40,
+    "deadLetter": "twins-dlq",
+    "group": {"id": "g", "tier": "gold"},
+}
+#: Every job column but those that tell two twins apart.
+TWIN_COLUMNS = (
+    "name, data, priority, state, retry_limit, retry_count, retry_delay, retry_backoff, retry_delay_max, "
+    "expire_seconds, deletion_seconds, keep_until, start_after, singleton_on, group_id, group_tier, "
+    "heartbeat_seconds, dead_letter, policy, blocked, blocking, pending_dependencies, output"
+)
+#: pg-boss's reading of a job, less what tells twins apart.
+NODE_DIFFERENT = {"id", "singletonKey", "createdOn"}
+
+
+def twin_rows(*ids: str) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {TWIN_COLUMNS} FROM {quote_identifier(pgboss_settings.SCHEMA)}.job WHERE id = ANY(%s::uuid[]) "
+            "ORDER BY singleton_key",
+            [list(ids)],
+        )
+        return cursor.fetchall()
+
+
+def node_view(run_pgboss, job_id: str) -> dict:
+    (job,) = run_pgboss("get", pgboss_settings.SCHEMA, "twins", job_id)["jobs"]
+    return {key: value for key, value in job.items() if key not in NODE_DIFFERENT}
+
+
+@pytest.mark.parametrize("sender", ["node", "django"])
+def test_update_from_django_and_from_pg_boss_edit_twin_jobs_alike(run_pgboss, sender):
+    boss.create_queue("twins-dlq")
+    boss.create_queue("twins", retry_limit=1)
+    if sender == "node":
+        requests = [
+            {"data": {"n": 0}, "options": {"priority": 1, "singletonKey": k}} for k in ("a-py", "b-node")
+        ]
+        py_id, node_id = run_pgboss("send", pgboss_settings.SCHEMA, "twins", json.dumps(requests))["ids"]
+    else:
+        py_id, node_id = (
+            boss.send("twins", {"n": 0}, priority=1, singleton_key=k) for k in ("a-py", "b-node")
+        )
+    assert boss.update("twins", {"n": 1}, id=py_id, **EDIT).updated == 1
+    (node_result,) = run_pgboss(
+        "update",
+        pgboss_settings.SCHEMA,
+        "twins",
+        json.dumps([{"data": {"n": 1}, "options": {"id": node_id, **NODE_EDIT}}]),
+    )["results"]
+    assert node_result == {"jobs": [node_id], "updated": 1}
+    python_row, node_row = twin_rows(py_id, node_id)
+    assert python_row == node_row
+    assert node_view(run_pgboss, py_id) == node_view(run_pgboss, node_id)
+    # An edit by key, data left out, on each side; then the data cleared.
+    boss.update("twins", singleton_key="a-py", priority=2, start_after=0)
+    run_pgboss(
+        "update",
+        pgboss_settings.SCHEMA,
+        "twins",
+        json.dumps([{"options": {"singletonKey": "b-node", "priority": 2}}]),
+    )
+    python_row, node_row = twin_rows(py_id, node_id)
+    assert (python_row[1], python_row[2]) == (node_row[1], node_row[2]) == ('{"n": 1}', 2)
+    boss.update("twins", None, id=py_id)
+    run_pgboss(
+        "update", pgboss_settings.SCHEMA, "twins", json.dumps([{"data": None, "options": {"id": node_id}}])
+    )
+    # Stored as SQL NULL here and JSON null by pg-boss: both sides read null.
+    assert node_view(run_pgboss, py_id)["data"] is None
+    assert node_view(run_pgboss, node_id)["data"] is None
+    assert boss.get_job_by_id("twins", py_id).data is None
+    assert boss.get_job_by_id("twins", node_id).data is None
+
+
+def test_upsert_from_django_and_from_pg_boss_insert_then_edit_alike(run_pgboss):
+    boss.create_queue("twins-dlq")
+    boss.create_queue("twins", policy="short", retry_limit=1)
+    py = boss.upsert("twins", {"u": 1}, singleton_key="a-py", **EDIT)
+    (node,) = run_pgboss(
+        "upsert",
+        pgboss_settings.SCHEMA,
+        "twins",
+        json.dumps([{"data": {"u": 1}, "options": {"singletonKey": "b-node", **NODE_EDIT}}]),
+    )["results"]
+    assert (py.inserted, py.updated) == (node["inserted"], node["updated"]) == (1, 0)
+    python_row, node_row = twin_rows(py.jobs[0], node["jobs"][0])
+    assert python_row == node_row
+    # Each side upserts the other's key: an edit of the job the other inserted.
+    again_py = boss.upsert("twins", {"u": 2}, singleton_key="b-node", priority=3)
+    (again_node,) = run_pgboss(
+        "upsert",
+        pgboss_settings.SCHEMA,
+        "twins",
+        json.dumps([{"data": {"u": 2}, "options": {"singletonKey": "a-py", "priority": 3}}]),
+    )["results"]
+    assert (again_py.jobs, again_py.updated, again_py.inserted) == (node["jobs"], 1, 0)
+    assert again_node == {"jobs": py.jobs, "updated": 1, "inserted": 0}
+    python_row, node_row = twin_rows(py.jobs[0], node["jobs"][0])
+    assert python_row == node_row
+    assert node_view(run_pgboss, py.jobs[0]) == node_view(run_pgboss, node["jobs"][0])
+    assert node_view(run_pgboss, py.jobs[0])["data"] == {"u": 2}

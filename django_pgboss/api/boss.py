@@ -234,6 +234,7 @@ class Boss:
         max_data_points: int | None = None,
         aggregate: str = "max",
         limit: int = 1000,
+        force: bool = False,
     ) -> list[StatsPoint]:
         """A queue's history from the monitor's snapshots, newest first.
 
@@ -241,7 +242,9 @@ class Boss:
         (a width derived from the history's extent), time buckets: gauges aggregated with
         ``aggregate`` ("max", "min" or "avg"), counters summed. ``start`` and ``end`` bound the
         range. Without PERSIST_QUEUE_STATS there is no history: the one point returned is the
-        queue's last count, without counters.
+        queue's last count, without counters, recounted first when it is more than an hour old (or
+        the monitor's interval, when longer), or more than a minute old with ``force=True``, or
+        missing; never [] for a queue that exists.
         """
         return self._queues.get_queue_stats(
             name,
@@ -251,6 +254,7 @@ class Boss:
             max_data_points=max_data_points,
             aggregate=aggregate,
             limit=limit,
+            force=force,
         )
 
     # -- schedules -----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ dropping a queue's route whenever it changes the queue.
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +25,11 @@ from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import stats as stats_plans
 from django_pgboss.records import QueueInfo, StatsPoint
 from django_pgboss.wire import to_json, to_wire
+
+#: How old a cached queue count get_queue_stats() serves without a stats history: pg-boss's
+#: budget, one hour (or the monitor's interval, when longer), and one minute with force=True.
+STATS_CACHE_TTL_SECONDS = 60 * 60
+FORCED_STATS_TTL_SECONDS = 60
 
 
 def require_dead_letter(context: DatabaseContext, cursor: Any, dead_letter: str) -> None:
@@ -123,9 +129,11 @@ class QueueStore:
         max_data_points: int | None = None,
         aggregate: str = "max",
         limit: int = 1000,
+        force: bool = False,
     ) -> list[StatsPoint]:
         """See Boss.get_queue_stats()."""
         validate_queue_name(name)
+        arguments.boolean("force", force)
         arguments.limit("limit", limit, maximum=100_000)
         for option, value in (("start", start), ("end", end)):
             if value is not None and not isinstance(value, dt.datetime):
@@ -138,21 +146,9 @@ class QueueStore:
             width = arguments.integer(
                 option, bucket_seconds if bucket_seconds is not None else max_data_points, minimum=1
             )
-        info = self.get_queue(name)
-        if info is None:
-            raise QueueNotFound(f"queue {name!r} does not exist")
         if not pgboss_settings.PERSIST_QUEUE_STATS:
-            if info.monitor_on is None:
-                return []
-            gauges = (
-                info.deferred_count,
-                info.queued_count,
-                info.ready_count,
-                info.active_count,
-                info.failed_count,
-                info.total_count,
-            )
-            return [StatsPoint(*gauges, None, None, None, None, None, info.monitor_on)]
+            return [self._cached_stats(name, force)]
+        self.context.route(name)  # QueueNotFound, rather than an empty history
         params: dict[str, Any] = {"name": name, "start": start, "end": end, "limit": limit}
         schema = self.context.quoted_schema
         if width is not None:
@@ -163,3 +159,46 @@ class QueueStore:
         with self.context.cursor() as cursor:
             cursor.execute(sql, params)
             return [StatsPoint(*row) for row in cursor.fetchall()]
+
+    def _cached_stats(self, name: str, force: bool) -> StatsPoint:
+        """The queue's cached count as one point, recounted first when older than pg-boss's budget.
+
+        Without a stats history the monitor's last count on the queue row is all there is. It is
+        served while younger than STATS_CACHE_TTL_SECONDS (or the monitor's interval, when longer),
+        or FORCED_STATS_TTL_SECONDS with ``force`` (so back-to-back forced reads share one count);
+        an older one, or none at all, is recounted and written back. The monitor's vacuum backoff
+        outranks both, as in pg-boss: while it holds aggregates off, a cached count is served
+        however old (its captured_on says how old), and only a queue never counted is counted.
+        """
+        context = self.context
+        schema = context.quoted_schema
+        with context.cursor() as cursor:
+            cursor.execute(stats_plans.queue_stats_cache(schema), [name])
+            row = cursor.fetchone()
+        if row is None:
+            raise QueueNotFound(f"queue {name!r} does not exist")
+        *gauges, captured_on, age, backoff = row
+        budget = (
+            FORCED_STATS_TTL_SECONDS
+            if force
+            else max(STATS_CACHE_TTL_SECONDS, pgboss_settings.MONITOR_INTERVAL_SECONDS)
+        )
+        if captured_on is not None and (backoff or age <= budget):
+            return StatsPoint(*gauges, None, None, None, None, None, captured_on)
+        # Another monitor counting this queue holds the stats try-lock; the count it writes is as
+        # good as ours, so a loser serves the cache. A queue never counted has no cache to serve,
+        # so its first count takes a key no one else holds: it always runs.
+        lock_key = context.lock_key(
+            "queue-stats" if captured_on is not None else f"queue-stats:{uuid.uuid4()}"
+        )
+        table = context.route(name).table
+        with context.atomic(), context.cursor() as cursor:
+            cursor.execute(
+                stats_plans.cache_queue_stats(schema, table, throughput=False, history=False),
+                {"names": [name], "lock_key": lock_key, "reset_max": 0},
+            )
+            counted = cursor.fetchall()
+            if counted:
+                cursor.execute(stats_plans.queue_stats_cache(schema), [name])
+                *gauges, captured_on, _, _ = cursor.fetchone()
+        return StatsPoint(*gauges, None, None, None, None, None, captured_on)

@@ -91,7 +91,7 @@ def _true_up_reach(schema: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def cache_queue_stats(schema: str, table: str, *, throughput: bool) -> str:
+def cache_queue_stats(schema: str, table: str, *, throughput: bool, history: bool = True) -> str:
     """Count a table's named queues and write the gauges (and, with throughput, the window) to them.
 
     Named parameters: names, lock_key (the try-lock), reset_max (seconds). One statement: the
@@ -104,6 +104,9 @@ def cache_queue_stats(schema: str, table: str, *, throughput: bool) -> str:
     the jobs (a transaction committed after the pass that counted its window): then the caller
     runs the true-up for that queue. Returned per queue: name, queued count, warning threshold,
     true-up flag, and how long this transaction has pinned its snapshot (for the vacuum backoff).
+
+    Without ``history`` the ready count is not pushed onto ready_history: a count that a reader
+    asked for (get_queue_stats(force=True)) is not a point of the monitor's sparkline.
     """
     end, start = _window(schema, "q")
     counters = ""
@@ -159,6 +162,24 @@ def cache_queue_stats(schema: str, table: str, *, throughput: bool) -> str:
         if throughput
         else ""
     )
+    # The monitor's passes push each ready count onto the queue's sparkline; a read does not.
+    ready_history = (
+        f""",
+      ready_history = (
+        SELECT COALESCE(array_agg(v ORDER BY ord), '{{}}'::int[])
+        FROM (
+          SELECT v, ord FROM (
+            SELECT COALESCE(stats.ready_count, 0)::int AS v, 0::bigint AS ord
+            UNION ALL
+            SELECT h.v, h.ord FROM unnest(COALESCE(queue.ready_history, '{{}}'::int[])) WITH ORDINALITY AS h(v, ord)
+          ) merged
+          ORDER BY ord
+          LIMIT {READY_HISTORY_SIZE}
+        ) newest
+      )"""
+        if history
+        else ""
+    )
     true_up_out = "COALESCE(stats.true_up, false)" if throughput else "false"
     return f"""
     WITH lock AS MATERIALIZED (
@@ -190,19 +211,7 @@ def cache_queue_stats(schema: str, table: str, *, throughput: bool) -> str:
       failed_count = COALESCE(stats.failed_count, 0),
       total_count = COALESCE(stats.total_count, 0),{assignments}
       singletons_active = stats.singletons_active,
-      monitor_on = {schema}.job_now(),
-      ready_history = (
-        SELECT COALESCE(array_agg(v ORDER BY ord), '{{}}'::int[])
-        FROM (
-          SELECT v, ord FROM (
-            SELECT COALESCE(stats.ready_count, 0)::int AS v, 0::bigint AS ord
-            UNION ALL
-            SELECT h.v, h.ord FROM unnest(COALESCE(queue.ready_history, '{{}}'::int[])) WITH ORDINALITY AS h(v, ord)
-          ) merged
-          ORDER BY ord
-          LIMIT {READY_HISTORY_SIZE}
-        ) newest
-      )
+      monitor_on = {schema}.job_now(){ready_history}
     FROM (
       SELECT name FROM {schema}.queue
       WHERE name = ANY(%(names)s::text[]) AND (SELECT got FROM lock) AND (SELECT count(*) FROM stats) >= 0
@@ -414,4 +423,16 @@ def queue_stats_buckets(schema: str, aggregate: str, *, auto: bool) -> str:
     GROUP BY bucket
     ORDER BY bucket DESC
     LIMIT {limit}
+    """
+
+
+def queue_stats_cache(schema: str) -> str:
+    """A queue's cached gauges, when they were counted, their age in seconds (NULL if never) and
+    whether the monitor's vacuum backoff holds aggregates off now. Parameter: the queue name."""
+    return f"""
+    SELECT deferred_count, queued_count, ready_count, active_count, failed_count, total_count,
+      monitor_on, extract(epoch FROM ({schema}.job_now() - monitor_on))::float8,
+      COALESCE((SELECT monitor_backoff_on > {schema}.job_now() FROM {schema}.version), false)
+    FROM {schema}.queue
+    WHERE name = %s
     """

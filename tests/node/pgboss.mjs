@@ -7,6 +7,10 @@
 //       [{name, options}], and reports its schema drift check (detectSchemaDrift()).
 //   node pgboss.mjs send <connection string> <schema> <queue> <jobs JSON>
 //       sends each {data, options} of the list with boss.send(); prints the ids.
+//   node pgboss.mjs update <connection string> <schema> <queue> <requests JSON>
+//   node pgboss.mjs upsert <connection string> <schema> <queue> <requests JSON>
+//       runs boss.update() / boss.upsert() for each {data, options} of the list (a request without
+//       a "data" key leaves the data out); prints the results.
 //   node pgboss.mjs work <connection string> <schema> <queue> <output JSON>
 //       fetches up to 100 jobs (with metadata) and completes each with the output; prints them.
 //   node pgboss.mjs get <connection string> <schema> <queue> <id>
@@ -54,6 +58,12 @@ try {
     result.ids = []
     for (const { data, options } of JSON.parse(args[1])) {
       result.ids.push(await boss.send(args[0], data, options ?? {}))
+    }
+  } else if (command === 'update' || command === 'upsert') {
+    result.results = []
+    for (const request of JSON.parse(args[1])) {
+      const data = 'data' in request ? request.data : undefined
+      result.results.push(await boss[command](args[0], data, request.options ?? {}))
     }
   } else if (command === 'work') {
     const jobs = await boss.fetch(args[0], { batchSize: 100, includeMetadata: true })
