@@ -180,6 +180,12 @@ class Queue(ReadOnlyModel):
     class Meta(ReadOnlyModel.Meta):
         db_table = schema_table("queue")
         ordering = ["name"]
+        # The admin's purge actions, one permission each (see admin/views/purge.py).
+        permissions = [
+            ("purge_queued_jobs", "Can delete a queue's queued jobs"),
+            ("purge_stored_jobs", "Can delete a queue's finished jobs"),
+            ("purge_all_jobs", "Can delete all of a queue's jobs"),
+        ]
 
     def __str__(self) -> str:
         return self.name

@@ -6,7 +6,8 @@ is a POST (CSRF-checked by Django), and is recorded as an admin LogEntry. The pa
 live in admin/views/ (one module per page family) and the SVG charts in admin/charts.py.
 
 Permissions: ``pgboss.view_*`` for the pages; ``pgboss.retry_job``, ``cancel_job``, ``resume_job``,
-``redrive_job`` and ``delete_job`` for the job actions; ``pgboss.add_schedule``,
+``redrive_job`` and ``delete_job`` for the job actions; ``pgboss.purge_queued_jobs``,
+``purge_stored_jobs`` and ``purge_all_jobs`` for a queue's purges; ``pgboss.add_schedule``,
 ``change_schedule`` and ``delete_schedule`` for schedules.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin
-from django.contrib.admin.utils import quote
+from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
@@ -27,7 +28,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from django_pgboss.admin import charts
-from django_pgboss.admin.views import job_actions, lineage, redrive, schedules
+from django_pgboss.admin.views import job_actions, lineage, purge, redrive, schedules
 from django_pgboss.admin.views import throughput as throughput_views
 from django_pgboss.admin.views.common import pretty_json
 from django_pgboss.constants import JobState, QueuePolicy
@@ -157,6 +158,11 @@ class QueueAdmin(ReadOnlyAdmin):
                 moved("admin:pgboss_schedule_delete"),
                 name=f"{info[0]}_{info[1]}_schedule_delete",
             ),
+            path(
+                "<path:object_id>/purge/<str:which>/",
+                wrap(lambda request, object_id, which: purge.purge_view(self, request, object_id, which)),
+                name=f"{info[0]}_{info[1]}_purge",
+            ),
             *super().get_urls(),
         ]
 
@@ -164,10 +170,14 @@ class QueueAdmin(ReadOnlyAdmin):
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
     ) -> HttpResponse:
         extra = dict(extra_context or {})
-        obj = self.get_object(request, object_id)
+        # The URL carries the name quoted (admin quote(), so a "/" survives); Django's own view
+        # unquotes it before get_object(), and so must this one.
+        obj = self.get_object(request, unquote(object_id))
         if obj is not None and self.has_view_permission(request, obj):
             extra.update(throughput_views.queue_charts_context(request, obj.name))
             extra["queue_jobs_url"] = reverse("admin:pgboss_job_changelist") + f"?name={quote(obj.name)}"
+            extra["purge_links"] = purge.purge_links(request, obj)
+            extra.update(purge.blocked_keys_context(obj))
         return super().change_view(request, object_id, form_url, extra)
 
 
@@ -388,7 +398,9 @@ class JobAdmin(ReadOnlyAdmin):
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
     ) -> HttpResponse:
         extra = dict(extra_context or {})
-        obj = self.get_object(request, object_id)
+        # The URL carries the name quoted (admin quote(), so a "/" survives); Django's own view
+        # unquotes it before get_object(), and so must this one.
+        obj = self.get_object(request, unquote(object_id))
         if obj is not None:
             extra["lineage_url"] = reverse("admin:pgboss_job_lineage", args=[quote(str(obj.id))])
             extra["job_actions"] = [

@@ -334,7 +334,9 @@ class Boss:
     def send(self, name: str, data: Any = None, **options: Any) -> str | None:
         """Send one job and return its id, or None when the queue's policy or a throttle slot dropped it.
 
-        Options: id, priority, start_after (seconds, datetime or ISO string), singleton_key,
+        Options: id, priority, start_after (seconds, a timedelta, a datetime or date, an ISO 8601
+        string, a date-time with a zone name, or an interval string such as "90 minutes" read on
+        the database's clock), singleton_key,
         singleton_seconds, singleton_next_slot, group_id, group_tier, dead_letter, retry_limit,
         retry_delay, retry_backoff, retry_delay_max, expire_in_seconds, retention_seconds,
         delete_after_seconds, heartbeat_seconds. An option not given takes the queue's setting.
@@ -342,7 +344,7 @@ class Boss:
         return self._sender.send(name, data, **options)
 
     def send_after(self, name: str, data: Any, after: Any, **options: Any) -> str | None:
-        """send() with start_after: seconds, a datetime or an ISO 8601 string."""
+        """send() with start_after ``after``, in any form send() takes (seconds, a datetime, "1 hour", ...)."""
         return self._sender.send_after(name, data, after, **options)
 
     def send_throttled(
