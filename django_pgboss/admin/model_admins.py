@@ -160,7 +160,9 @@ class QueueAdmin(ReadOnlyAdmin):
             ),
             path(
                 "<path:object_id>/purge/<str:which>/",
-                wrap(lambda request, object_id, which: purge.purge_view(self, request, object_id, which)),
+                self.admin_site.admin_view(
+                    lambda request, object_id, which: purge.purge_view(self, request, object_id, which)
+                ),
                 name=f"{info[0]}_{info[1]}_purge",
             ),
             *super().get_urls(),
