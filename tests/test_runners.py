@@ -158,6 +158,18 @@ def test_monitor_run_survives_database_errors_and_still_stops(caplog):
     assert time.monotonic() - started < 5
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_monitor_stopped_before_it_runs_returns_at_once_without_a_pass():
+    # A signal can arrive between installing the handler and calling run(): it must not be lost.
+    passes = []
+    monitor = Monitor(boss.context, interval_seconds=1, on_pass=passes.append)
+    monitor.stop()
+    thread = in_thread(monitor.run)
+    thread.join(10)
+    assert not thread.is_alive()
+    assert passes == []
+
+
 # -- the Timekeeper ------------------------------------------------------------------------------
 
 

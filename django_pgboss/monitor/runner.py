@@ -97,8 +97,11 @@ class Monitor:
 
     def run(self) -> None:
         """Pass after pass until stop(): the monitor's pass every ``interval_seconds``, cron every
-        PGBOSS["CRON_INTERVAL_SECONDS"]; a database error backs off and retries instead of ending the run."""
-        self._stop.clear()
+        PGBOSS["CRON_INTERVAL_SECONDS"]; a database error backs off and retries instead of ending the run.
+
+        A stop() that came first, even before run() was called (a signal during start-up), is
+        kept: run() then returns at once. A stopped Monitor stays stopped.
+        """
         passes: list[tuple[Callable[[], object], float]] = [(self.supervise, self.interval_seconds)]
         if self.timekeeper is not None:
             passes.append((self.tick_cron, self.timekeeper.interval_seconds))

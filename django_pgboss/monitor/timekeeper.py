@@ -97,8 +97,8 @@ class Timekeeper:
 
     def run(self, on_report: Callable[[CronReport], None] | None = None) -> None:
         """Run a pass now and every ``interval_seconds`` until stop(); a database error backs
-        off and retries (see monitor/loop.py). ``on_report`` gets each pass's report."""
-        self._stop.clear()
+        off and retries (see monitor/loop.py). ``on_report`` gets each pass's report. As for
+        Monitor.run(), a stop() that came before run() is kept, and run() then returns at once."""
 
         def tick() -> None:
             report = self.tick()
