@@ -184,7 +184,7 @@ class QueueStore:
             else max(STATS_CACHE_TTL_SECONDS, pgboss_settings.MONITOR_INTERVAL_SECONDS)
         )
         if captured_on is not None and (backoff or age <= budget):
-            return StatsPoint(*gauges, None, None, None, None, None, captured_on)
+            return _gauges_point(gauges, captured_on)
         # Another monitor counting this queue holds the stats try-lock; the count it writes is as
         # good as ours, so a loser serves the cache. A queue never counted has no cache to serve,
         # so its first count takes a key no one else holds: it always runs.
@@ -201,4 +201,12 @@ class QueueStore:
             if counted:
                 cursor.execute(stats_plans.queue_stats_cache(schema), [name])
                 *gauges, captured_on, _, _ = cursor.fetchone()
-        return StatsPoint(*gauges, None, None, None, None, None, captured_on)
+        return _gauges_point(gauges, captured_on)
+
+
+def _gauges_point(gauges: list[int], captured_on: dt.datetime) -> StatsPoint:
+    """The cached gauges (queue_stats_cache's first six columns) as a point no counter covers."""
+    deferred, queued, ready, active, failed, total = gauges
+    return StatsPoint(
+        deferred, queued, ready, active, failed, total, None, None, None, None, None, captured_on
+    )

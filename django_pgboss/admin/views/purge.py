@@ -8,8 +8,9 @@ leaves a LogEntry on the queue and goes back to the queue's page. Each needs its
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import messages
 from django.contrib.admin.models import CHANGE
@@ -40,7 +41,7 @@ class Purge:
     label: str
     deletes: str
     permission: str
-    states: list[str] | None  # None: every state
+    states: Sequence[str] | None  # None: every state
 
     def run(self, name: str) -> int:
         method = {"queued": boss.delete_queued_jobs, "stored": boss.delete_stored_jobs}.get(self.key)
@@ -141,7 +142,7 @@ def blocked_keys_context(queue: Queue) -> dict[str, Any]:
     # The newest failed job of each key: the one a retry would unblock the key with.
     blocking: dict[str, str] = {}
     for key, job_id in failed:
-        blocking.setdefault(key, str(job_id))
+        blocking.setdefault(cast(str, key), str(job_id))  # singleton_key__in= leaves no NULL key
     return {
         "strict_fifo": True,
         "blocked_keys": [
