@@ -165,8 +165,9 @@ class JobStore:
         ids, attempts = attempt_references(list(jobs), "requeue")
         if attempts is None:
             raise InvalidJobReference("requeue() needs jobs or {id, retry_count} pairs, not bare ids")
-        params: list[Any] = [to_json(output_value(output), "output")] if started else []
-        params += [name, ids, attempts]
+        params: dict[str, Any] = {"name": name, "ids": ids, "attempts": attempts}
+        if started:
+            params["output"] = to_json(output_value(output), "output")
         context = self.context
         sql = settle_plans.requeue_jobs(context.quoted_schema, context.route(name).table, started=started)
         with context.cursor() as cursor:

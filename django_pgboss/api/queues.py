@@ -173,7 +173,7 @@ class QueueStore:
         context = self.context
         schema = context.quoted_schema
         with context.cursor() as cursor:
-            cursor.execute(stats_plans.queue_stats_cache(schema), [name])
+            cursor.execute(stats_plans.queue_stats_cache(schema), {"name": name})
             row = cursor.fetchone()
         if row is None:
             raise QueueNotFound(f"queue {name!r} does not exist")
@@ -199,7 +199,7 @@ class QueueStore:
             )
             counted = cursor.fetchall()
             if counted:
-                cursor.execute(stats_plans.queue_stats_cache(schema), [name])
+                cursor.execute(stats_plans.queue_stats_cache(schema), {"name": name})
                 *gauges, captured_on, _, _ = cursor.fetchone()
         return _gauges_point(gauges, captured_on)
 

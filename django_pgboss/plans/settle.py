@@ -304,7 +304,8 @@ _STATELY_TAKEN = """EXISTS (
 def requeue_jobs(schema: str, table: str, *, started: bool) -> str:
     """Put active jobs a stopping worker holds back in the queue without charging an attempt.
 
-    Parameters: [output json, when ``started``], name, ids, attempt pairs. Always fenced.
+    Named parameters: name, ids, attempts (the attempt pairs), and output (json) when ``started``.
+    Always fenced.
     Returns the ids put back.
 
     Every claim of a job that was started before bumps retry_count, and retry_count against
@@ -325,7 +326,7 @@ def requeue_jobs(schema: str, table: str, *, started: bool) -> str:
     taken_retry = _STATELY_TAKEN.format(schema=schema, table=table, state="retry")
     taken_created = _STATELY_TAKEN.format(schema=schema, table=table, state="created")
     if started:
-        charge = """output = %s::jsonb,
+        charge = """output = %(output)s::jsonb,
         retry_limit = CASE WHEN j.retry_limit < 2147483647 THEN j.retry_limit + 1 ELSE j.retry_limit END,"""
     else:
         charge = "started_on = NULL,"
@@ -339,8 +340,8 @@ def requeue_jobs(schema: str, table: str, *, started: bool) -> str:
         {charge}
         start_after = {schema}.job_now(),
         heartbeat_on = NULL
-      WHERE j.name = %s AND j.id = ANY(%s::uuid[]) AND j.state = 'active'
-        AND (j.id::text || ':' || j.retry_count::text) = ANY(%s::text[])
+      WHERE j.name = %(name)s AND j.id = ANY(%(ids)s::uuid[]) AND j.state = 'active'
+        AND (j.id::text || ':' || j.retry_count::text) = ANY(%(attempts)s::text[])
         AND NOT (j.policy = 'stately' AND {taken_retry} AND {taken_created})
       RETURNING j.id
     )

@@ -428,11 +428,11 @@ def queue_stats_buckets(schema: str, aggregate: str, *, auto: bool) -> str:
 
 def queue_stats_cache(schema: str) -> str:
     """A queue's cached gauges, when they were counted, their age in seconds (NULL if never) and
-    whether the monitor's vacuum backoff holds aggregates off now. Parameter: the queue name."""
+    whether the monitor's vacuum backoff holds aggregates off now. Named parameter: name."""
     return f"""
     SELECT deferred_count, queued_count, ready_count, active_count, failed_count, total_count,
       monitor_on, extract(epoch FROM ({schema}.job_now() - monitor_on))::float8,
       COALESCE((SELECT monitor_backoff_on > {schema}.job_now() FROM {schema}.version), false)
     FROM {schema}.queue
-    WHERE name = %s
+    WHERE name = %(name)s
     """
