@@ -128,9 +128,10 @@ def schedule_options_from_wire(stored: Mapping[str, Any]) -> dict[str, Any]:
 
 # -- the JSON codec ---------------------------------------------------------------------------------
 
-#: Longest JSON text (UTF-8 bytes) to_json() accepts. jsonb refuses values over 255 MiB of its own
-#: binary form, which for the densest JSON ("[0,0,...]", measured with pg_column_size) is 6 times
-#: the text: 32 MiB of text always fits, with room to spare.
+#: Longest JSON text (UTF-8 bytes) to_json() accepts. jsonb refuses values over 268,435,455 bytes
+#: of its own binary form, and the densest JSON ("[0,0,...]") is 6 times the text there: 32 MiB
+#: of it is 201 MB as jsonb (measured with pg_column_size on PostgreSQL 15), and 60 MB of it
+#: already fails in the parser ("invalid memory alloc request size"). 32 MiB of any JSON fits.
 MAX_JSON_BYTES = 32 * 1024 * 1024
 #: Deepest nesting to_json() accepts. Python's decoder reads a value back by recursion, within the
 #: interpreter's recursion limit (1,000 frames by default, shared with the caller's own stack), and
