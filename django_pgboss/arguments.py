@@ -87,14 +87,17 @@ def limit(option: str, value: object, *, maximum: int = INT8_MAX) -> int:
     return result
 
 
-def number(option: str, value: object, *, minimum: float) -> float:
-    """Return ``value`` if it is a finite int or float >= minimum (an interval in seconds)."""
+def number(option: str, value: object, *, minimum: float, unit: str | None = None) -> float:
+    """Return ``value`` if it is a finite int or float >= minimum (an interval in seconds); the
+    message names ``unit`` when given ("at least 1 second")."""
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not math.isfinite(value)
         or value < minimum
     ):
+        if unit is not None:
+            raise InvalidOption(f"{option} must be at least {minimum:g} {unit}, not {value!r}")
         raise InvalidOption(f"{option} must be a number >= {minimum}, not {value!r}")
     return value
 

@@ -11,11 +11,12 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 
+from django_pgboss import arguments
 from django_pgboss.api.queues import QueueStore
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
-from django_pgboss.exceptions import InvalidOption, QueueNotFound
+from django_pgboss.exceptions import QueueNotFound
 from django_pgboss.monitor.loop import run_periodically
 from django_pgboss.monitor.supervisor import supervise
 from django_pgboss.monitor.timekeeper import CronReport, Timekeeper
@@ -52,13 +53,9 @@ class Monitor:
         interval = (
             interval_seconds if interval_seconds is not None else pgboss_settings.MONITOR_INTERVAL_SECONDS
         )
-        if (
-            isinstance(interval, bool)
-            or not isinstance(interval, int | float)
-            or interval < MIN_INTERVAL_SECONDS
-        ):
-            raise InvalidOption(f"interval_seconds must be at least 1 second, not {interval!r}")
-        self.interval_seconds = float(interval)
+        self.interval_seconds = float(
+            arguments.number("interval_seconds", interval, minimum=MIN_INTERVAL_SECONDS, unit="second")
+        )
         self.timekeeper = Timekeeper(self.context) if cron else None
         self.on_pass = on_pass
         self.on_cron = on_cron
