@@ -14,5 +14,11 @@ class PgBossConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Registers the system checks; nothing else runs at start-up.
+        # Registers the system checks and lets migration 0001 write on migrate's output; nothing
+        # else runs at start-up.
+        from django.db.models.signals import pre_migrate
+
         from django_pgboss import checks  # noqa: F401
+        from django_pgboss.operations import remember_migrate_output
+
+        pre_migrate.connect(remember_migrate_output, dispatch_uid="django_pgboss.migrate_output")

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
-from django.core.checks import Error, Tags, register
+from django.core.checks import CheckMessage, Error, Tags, register
+from django.core.checks import Warning as CheckWarning
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import schema_name_problem
@@ -59,8 +60,8 @@ def check_schema_name(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     """pgboss.E002: PGBOSS["SCHEMA"] must be a name the SQL can carry safely."""
     try:
         schema = pgboss_settings.SCHEMA
-    except ImproperlyConfigured as exc:
-        return [Error(str(exc), id="pgboss.E004")]
+    except ImproperlyConfigured:
+        return []  # the settings themselves are wrong: check_database_engine reports it, once, as E004
     problem = schema_name_problem(schema)
     if problem is None:
         return []
@@ -135,3 +136,73 @@ def check_monitor_settings(app_configs: Any = None, **kwargs: Any) -> list[Error
                 Error(f'settings.PGBOSS["{key}"] = {values[key]!r} must be True or False.', id="pgboss.E005")
             )
     return errors
+
+
+@register(Tags.database, deploy=True)
+def check_schema_installed(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """pgboss.E006 (schema not installed, or newer than 43), pgboss.W001 (drift), pgboss.W002 (an
+    older version to migrate): the live schema, read with the doctor's drift check.
+
+    A deployment check (``check --deploy``), because it reads the database; it checks the alias
+    PGBOSS["DATABASE"] names unless ``--database`` names others.
+    """
+    from django_pgboss.constants import SCHEMA_VERSION
+    from django_pgboss.schema.state import read_state
+
+    alias, errors = _database_alias()
+    if alias is None or errors:
+        return []
+    if databases is not None and alias not in databases:
+        return []
+    connection = connections[alias]
+    schema = pgboss_settings.SCHEMA
+    if connection.vendor != "postgresql" or schema_name_problem(schema) is not None:
+        return []  # E001 / E002 say why
+    try:
+        with connection.cursor() as cursor:
+            state = read_state(cursor, schema)
+    except DatabaseError as exc:
+        return [
+            CheckWarning(
+                f"could not read the pgboss schema in database {alias!r}: {exc}".strip(), id="pgboss.W003"
+            )
+        ]
+    if not state.installed:
+        return [
+            Error(
+                f"the pgboss schema is not installed in database {alias!r}: run manage.py migrate pgboss",
+                id="pgboss.E006",
+            )
+        ]
+    version = state.version
+    if version is not None and version > SCHEMA_VERSION:
+        return [
+            Error(
+                f'pg-boss schema "{schema}" in database {alias!r} is at version {version}, newer than the '
+                f"{SCHEMA_VERSION} this django_pgboss supports (pg-boss 12.35).",
+                hint="Upgrade django_pgboss.",
+                id="pgboss.E006",
+            )
+        ]
+    if version != SCHEMA_VERSION:
+        return [
+            CheckWarning(
+                f'pg-boss schema "{schema}" in database {alias!r} is at version {version}, not {SCHEMA_VERSION}.',
+                hint="Run manage.py migrate pgboss.",
+                id="pgboss.W002",
+            )
+        ]
+    assert state.report is not None
+    if state.report.ok:
+        return []
+    problems = state.report.problems
+    listed = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+    return [
+        CheckWarning(
+            f'pg-boss schema "{schema}" in database {alias!r} differs from schema {SCHEMA_VERSION}: {listed}.',
+            hint="manage.py pgboss_doctor shows the full report.",
+            id="pgboss.W001",
+        )
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import CommandError
 
 
 class PgBossError(Exception):
@@ -95,3 +96,15 @@ class TaskAttemptLost(PgBossError):
 class WrongPolicy(InvalidOption):
     """The call is only for queues of another policy (get_blocked_keys() on a queue that is not
     key_strict_fifo); the message names the queue and its policy."""
+
+
+class SchemaError(PgBossError, CommandError):
+    """The pg-boss schema in the database is not one django_pgboss can use or install over.
+
+    A CommandError too, so ``manage.py migrate`` and the other commands print its one-line message
+    instead of a traceback.
+    """
+
+
+class SchemaNotInstalled(SchemaError):
+    """The pgboss schema is not installed in the database: ``manage.py migrate pgboss`` first."""

@@ -1,10 +1,14 @@
-"""RunPgBossSQL: the migration operation that applies one frozen file of ``django_pgboss/sql/``."""
+"""The migration operations: RunPgBossSQL applies one frozen file of ``django_pgboss/sql/``;
+InstallPgBossSchema (migration 0001) also adopts a schema pg-boss installed and upgrades an older one."""
 
 from __future__ import annotations
 
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
+from django.core.management.base import OutputWrapper
 from django.db import router
 from django.db.migrations.operations.base import Operation
 
@@ -68,16 +72,21 @@ class RunPgBossSQL(Operation):
     def state_forwards(self, app_label: str, state: Any) -> None:
         """The SQL creates tables the ORM does not manage: the model state is left as it is."""
 
-    def _run(self, app_label: str, schema_editor: Any, filename: str) -> None:
-        connection = schema_editor.connection
+    def _applies(self, app_label: str, connection: Any) -> bool:
+        """Whether this database gets the pg-boss schema (see the class docstring)."""
         if connection.alias != pgboss_settings.DATABASE:
-            return
+            return False
         if not router.allow_migrate(connection.alias, app_label, **self.hints):
-            return
+            return False
         if connection.vendor != "postgresql":
             raise RuntimeError(
                 f"django_pgboss needs PostgreSQL; database {connection.alias!r} is {connection.vendor}."
             )
+        return True
+
+    def _run(self, app_label: str, schema_editor: Any, filename: str) -> None:
+        if not self._applies(app_label, schema_editor.connection):
+            return
         # params=None keeps the driver from reading the format() specifiers (%I, %L) in the
         # plpgsql bodies as placeholders.
         schema_editor.execute(render_sql(filename, pgboss_settings.SCHEMA), params=None)
@@ -89,3 +98,64 @@ class RunPgBossSQL(Operation):
         if self.reverse_filename is None:
             raise NotImplementedError(f"{self.filename} has no reverse SQL file")
         self._run(app_label, schema_editor, self.reverse_filename)
+
+
+# Where migrate writes its progress, and at what verbosity: pre_migrate hands both to its
+# receivers (see remember_migrate_output), and an operation has no other way to reach them.
+_migrate_output = threading.local()
+
+
+def remember_migrate_output(
+    sender: Any = None, verbosity: int = 1, stdout: Any = None, **kwargs: Any
+) -> None:
+    """pre_migrate receiver: keep the running migrate's stdout and verbosity for the operations."""
+    _migrate_output.stdout = stdout
+    _migrate_output.verbosity = verbosity
+
+
+class InstallPgBossSchema(RunPgBossSQL):
+    """Migration 0001: create pg-boss schema 43, or adopt the one pg-boss installed, or upgrade an
+    older one, under pg-boss's advisory lock.
+
+    What it finds decides (django_pgboss.schema.adoption): no schema, or one holding nothing of
+    pg-boss's, gets ``0001_initial.sql``; a schema whose version row and catalog both say 43 is
+    adopted as it is, with one line saying so; any other schema is refused with a message naming
+    what differs, and the migration is not recorded. The lock is the one pg-boss takes to install
+    or migrate, so a pg-boss instance starting at the same moment waits for the decision and its
+    outcome instead of racing it.
+    """
+
+    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        from django_pgboss.plans.queues import advisory_lock
+        from django_pgboss.schema.adoption import adoption_message, plan_installation
+        from django_pgboss.schema.state import read_state
+
+        connection = schema_editor.connection
+        if not self._applies(app_label, connection):
+            return
+        schema = pgboss_settings.SCHEMA
+        quote_schema(schema)  # an invalid name is refused before any SQL
+        if getattr(schema_editor, "collect_sql", False):
+            # sqlmigrate prints what a fresh install runs; it inspects nothing.
+            schema_editor.execute(render_sql(self.filename, schema), params=None)
+            return
+        with connection.cursor() as cursor:
+            cursor.execute(advisory_lock(), [f".pgboss.{schema_key(schema)}"])
+            state = read_state(cursor, schema)
+        plan = plan_installation(state, connection.alias, frozenset())
+        if plan.action == "install":
+            schema_editor.execute(render_sql(self.filename, schema), params=None)
+        elif plan.action == "adopt":
+            self._announce(adoption_message(state, connection.alias))
+
+    @staticmethod
+    def _announce(message: str) -> None:
+        # Written on migrate's own progress line ("Applying pgboss.0001_initial... <message> OK").
+        if getattr(_migrate_output, "verbosity", 1) < 1:
+            return
+        stream = getattr(_migrate_output, "stdout", None)
+        if isinstance(stream, OutputWrapper):
+            stream.write(f" {message}.", ending="")
+        else:
+            (stream or sys.stdout).write(f" {message}.")
+        (stream or sys.stdout).flush()

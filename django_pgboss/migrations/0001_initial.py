@@ -1,10 +1,11 @@
-"""pg-boss schema version 43: the SQL in sql/0001_initial.sql, and the read-only models over it."""
+"""pg-boss schema version 43: the SQL in sql/0001_initial.sql (or the schema pg-boss already
+installed, adopted), and the read-only models over it."""
 
 from django.db import migrations, models
 
 import django_pgboss.models
 from django_pgboss.models import schema_table
-from django_pgboss.operations import RunPgBossSQL
+from django_pgboss.operations import InstallPgBossSchema
 
 
 class Migration(migrations.Migration):
@@ -13,7 +14,7 @@ class Migration(migrations.Migration):
     dependencies = []
 
     operations = [
-        RunPgBossSQL("0001_initial.sql", reverse_filename="0001_initial.down.sql"),
+        InstallPgBossSchema("0001_initial.sql", reverse_filename="0001_initial.down.sql"),
         migrations.CreateModel(
             name="Job",
             fields=[

@@ -1,0 +1,135 @@
+"""SQL that reads what a schema holds from PostgreSQL's catalog, for the doctor and for adoption.
+
+Each statement takes the schema's name as a bound parameter (the ``nspname`` it is stored under)
+and reads only pg_catalog, so it runs for a role that may read the schema and nothing more. They
+are the live side of the drift check in :mod:`django_pgboss.schema.drift`; the expected side is the
+frozen manifest of schema 43.
+"""
+
+from __future__ import annotations
+
+
+def schema_exists() -> str:
+    """One row when the schema exists. Parameter: schema name."""
+    return "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+
+
+def tables() -> str:
+    """Every ordinary and partitioned table: name, relkind, parent table and partition bound.
+
+    Parameter: schema name. A table that is no partition has a NULL parent and bound.
+    """
+    return """
+    SELECT c.relname, c.relkind, p.relname, pg_get_expr(c.relpartbound, c.oid)
+    FROM pg_class c
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
+    LEFT JOIN pg_class p ON p.oid = i.inhparent
+    WHERE n.nspname = %s AND c.relkind IN ('r', 'p')
+    ORDER BY c.relname
+    """
+
+
+def columns() -> str:
+    """Every column of every table: table, column, type (format_type), NOT NULL, default expression.
+
+    Parameter: schema name. format_type gives the canonical spelling (``integer[]``,
+    ``timestamp with time zone``, ``<schema>.job_state``), as pg-boss's own drift check reads it.
+    """
+    return """
+    SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+           pg_get_expr(d.adbin, d.adrelid)
+    FROM pg_attribute a
+    JOIN pg_class c ON c.oid = a.attrelid
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+    WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
+    ORDER BY c.relname, a.attnum
+    """
+
+
+def indexes() -> str:
+    """Every index: name, table, definition (pg_get_indexdef), valid, backs a constraint.
+
+    Parameter: schema name. indisvalid is false while an interrupted CREATE INDEX CONCURRENTLY
+    leaves its stub behind: such an index exists but is never used.
+    """
+    return """
+    SELECT c.relname, t.relname, pg_get_indexdef(i.indexrelid), i.indisvalid,
+           EXISTS (SELECT 1 FROM pg_constraint con WHERE con.conindid = i.indexrelid)
+    FROM pg_index i
+    JOIN pg_class c ON c.oid = i.indexrelid
+    JOIN pg_class t ON t.oid = i.indrelid
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = %s
+    ORDER BY c.relname
+    """
+
+
+def constraints() -> str:
+    """Every table constraint but NOT NULL: table, name, definition (pg_get_constraintdef).
+
+    Parameter: schema name. NOT NULL is a column property here (PostgreSQL 18 also lists it in
+    pg_constraint), so it is compared with the columns.
+    """
+    return """
+    SELECT rel.relname, con.conname, pg_get_constraintdef(con.oid)
+    FROM pg_constraint con
+    JOIN pg_class rel ON rel.oid = con.conrelid
+    JOIN pg_namespace n ON n.oid = rel.relnamespace
+    WHERE n.nspname = %s AND con.contype <> 'n'
+    ORDER BY rel.relname, con.conname
+    """
+
+
+def functions() -> str:
+    """Every function: name, identity arguments, result, language, volatility, stored body.
+
+    Parameter: schema name. PostgreSQL stores a body verbatim (prosrc), so an untouched function
+    reads back exactly as it was written.
+    """
+    return """
+    SELECT p.proname, pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid),
+           l.lanname, p.provolatile, p.prosrc
+    FROM pg_proc p
+    JOIN pg_namespace n ON n.oid = p.pronamespace
+    JOIN pg_language l ON l.oid = p.prolang
+    WHERE n.nspname = %s
+    ORDER BY p.proname, 2
+    """
+
+
+def enum_labels() -> str:
+    """The labels of an enum type in their sort order. Parameters: schema name, type name."""
+    return """
+    SELECT e.enumlabel
+    FROM pg_enum e
+    JOIN pg_type t ON t.oid = e.enumtypid
+    JOIN pg_namespace n ON n.oid = t.typnamespace
+    WHERE n.nspname = %s AND t.typname = %s
+    ORDER BY e.enumsortorder
+    """
+
+
+def types() -> str:
+    """The names of the types a schema defines itself (enums, composites of no table). Parameter:
+    schema name."""
+    return """
+    SELECT t.typname
+    FROM pg_type t
+    JOIN pg_namespace n ON n.oid = t.typnamespace
+    LEFT JOIN pg_class c ON c.oid = t.typrelid
+    WHERE n.nspname = %s
+      AND (t.typtype IN ('e', 'd', 'r', 'm') OR (t.typtype = 'c' AND c.relkind = 'c'))
+    ORDER BY t.typname
+    """
+
+
+def versions(schema: str) -> str:
+    """Every row of pg-boss's version table (there should be one). ``schema`` is quoted."""
+    return f"SELECT version FROM {schema}.version ORDER BY version"
+
+
+def partitioned_queues(schema: str) -> str:
+    """Each queue that has a table of its own: name, table name, policy. ``schema`` is quoted."""
+    return f"SELECT name, table_name, policy FROM {schema}.queue WHERE partition ORDER BY name"

@@ -1,0 +1,95 @@
+"""What ``migrate pgboss`` does with the schema it finds: install, adopt, upgrade, or refuse.
+
+pg-boss decides the same way at start(): no version table means install, a version below its own
+means migrate, its own version means nothing to do. We check more before we adopt, because
+adopting records the migration as applied for good: the version row must say 43 *and* the catalog
+must be schema 43 object for object (the drift check), or nothing is recorded and the message
+names what differs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django_pgboss.constants import SCHEMA_VERSION
+from django_pgboss.exceptions import SchemaError
+from django_pgboss.schema.state import OLDEST_MIGRATABLE_VERSION, SchemaState, describe
+
+#: How many drift findings a refusal lists before it says how many more the doctor would show.
+MAX_LISTED = 12
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    """``action`` is "install" (create schema 43), "adopt" (change nothing) or "upgrade" (run the
+    steps from ``from_version`` to 43)."""
+
+    action: str
+    from_version: int | None = None
+
+
+def plan_installation(state: SchemaState, database: str, upgradable: frozenset[int]) -> InstallPlan:
+    """Decide what migration 0001 does with ``state``; raise SchemaError when it must do nothing.
+
+    ``upgradable`` holds the versions our frozen upgrade steps start from.
+    """
+    if not state.catalog.exists:
+        return InstallPlan("install")
+    if not state.installed:
+        objects = state.pgboss_objects()
+        if not objects:
+            # A schema the user made beforehand, or one holding only their own objects: pg-boss
+            # installs into it too (CREATE SCHEMA IF NOT EXISTS).
+            return InstallPlan("install")
+        raise SchemaError(
+            f"{describe(state, database)}: it is half installed, so migrate pgboss neither installs over "
+            f"it nor adopts it. Drop those objects (or restore the schema pg-boss installed) and run "
+            f"manage.py migrate pgboss again."
+        )
+    version = state.version
+    if version is None:
+        raise SchemaError(f"{describe(state, database)}: fix the version table by hand before migrating.")
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{describe(state, database)}, newer than the version {SCHEMA_VERSION} (pg-boss 12.35) this "
+            f"django_pgboss supports: a newer pg-boss migrated it. Upgrade django_pgboss to a release that "
+            f"supports schema version {version}; nothing was changed."
+        )
+    if version < SCHEMA_VERSION:
+        if version < OLDEST_MIGRATABLE_VERSION:
+            raise SchemaError(
+                f"{describe(state, database)}, older than version {OLDEST_MIGRATABLE_VERSION} (pg-boss 11.0), "
+                f"the oldest pg-boss 12.35 migrates: upgrade it with pg-boss 10 and 11 first; nothing was changed."
+            )
+        if version not in upgradable:
+            raise SchemaError(
+                f"{describe(state, database)}: this django_pgboss cannot yet upgrade schema version {version} to "
+                f"{SCHEMA_VERSION}; start pg-boss 12.35 (Node) on it once, which migrates it, then run "
+                f"manage.py migrate pgboss again. Nothing was changed."
+            )
+        return InstallPlan("upgrade", version)
+    assert state.report is not None  # read_state compares every schema at version 43
+    if not state.report.ok:
+        raise SchemaError(drift_refusal(state, database))
+    return InstallPlan("adopt")
+
+
+def drift_refusal(state: SchemaState, database: str) -> str:
+    """The refusal for a schema whose version row says 43 but whose catalog is not schema 43."""
+    assert state.report is not None
+    problems = state.report.problems
+    listed = "\n".join(f"  - {p}" for p in problems[:MAX_LISTED])
+    more = f"\n  ... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
+    return (
+        f"{describe(state, database)} but differs from pg-boss 12.35's schema, so migrate pgboss does not "
+        f"adopt it ({len(problems)} difference{'s' if len(problems) != 1 else ''}):\n{listed}{more}\n"
+        f"manage.py pgboss_doctor shows the full report. Nothing was changed."
+    )
+
+
+def adoption_message(state: SchemaState, database: str) -> str:
+    """The one line migrate prints when it adopts a schema pg-boss installed."""
+    return (
+        f'adopted the existing pg-boss schema "{state.schema}" in database {database!r} '
+        f"(version {SCHEMA_VERSION}, catalog checked); nothing was changed"
+    )
