@@ -70,7 +70,9 @@ def test_migrate_adopts_the_schema_pg_boss_installed_and_changes_nothing(empty_d
     run_pgboss(
         "drift",
         schema,
-        json.dumps([{"name": "node-shared", "options": {}}, {"name": "node-own", "options": {"partition": True}}]),
+        json.dumps(
+            [{"name": "node-shared", "options": {}}, {"name": "node-own", "options": {"partition": True}}]
+        ),
     )
     sent = run_pgboss("send", schema, "node-own", json.dumps([{"data": {"n": 1}}, {"data": {"n": 2}}]))["ids"]
     before = catalog()
@@ -100,7 +102,7 @@ def test_migrate_refuses_a_schema_at_43_with_drift_and_names_it(empty_database, 
         migrate()
     message = str(refused.value)
     assert message.startswith(
-        f'schema "{pgboss_settings.SCHEMA}" in database \'default\' is pg-boss schema version 43 but differs '
+        f"schema \"{pgboss_settings.SCHEMA}\" in database 'default' is pg-boss schema version 43 but differs "
         "from pg-boss 12.35's schema, so migrate pgboss does not adopt it (2 differences):\n"
     )
     assert "  - index job_common_i11 on job_common is missing\n" in message
@@ -128,7 +130,7 @@ def test_migrate_refuses_a_half_installed_schema(empty_database):
     with pytest.raises(SchemaError) as refused:
         migrate()
     assert str(refused.value) == (
-        f'schema "{pgboss_settings.SCHEMA}" in database \'default\' has no pg-boss version table, but holds '
+        f"schema \"{pgboss_settings.SCHEMA}\" in database 'default' has no pg-boss version table, but holds "
         "table queue, type job_state: it is half installed, so migrate pgboss neither installs over it nor "
         "adopts it. Drop those objects (or restore the schema pg-boss installed) and run manage.py migrate "
         "pgboss again."
@@ -164,6 +166,6 @@ def test_manage_py_migrate_prints_the_refusal_without_a_traceback(empty_database
     )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
-    assert result.stderr.startswith(f'SchemaError: schema "{pgboss_settings.SCHEMA}" in database \'default\'')
+    assert result.stderr.startswith(f"SchemaError: schema \"{pgboss_settings.SCHEMA}\" in database 'default'")
     assert "  - index job_common_i7 on job_common is missing" in result.stderr
     assert applied() == set()

@@ -57,7 +57,7 @@ def q() -> str:
 def test_doctor_passes_the_schema_migrate_created():
     status, output = doctor()
     assert status == 0, output
-    assert f'pg-boss schema "{pgboss_settings.SCHEMA}" in database \'default\': version 43' in output
+    assert f"pg-boss schema \"{pgboss_settings.SCHEMA}\" in database 'default': version 43" in output
     assert output.strip().endswith("OK: no drift.")
 
 
@@ -144,7 +144,9 @@ def test_deploy_check_reports_a_schema_that_is_not_installed():
     with override_settings(PGBOSS={"SCHEMA": "never_migrated"}):
         (error,) = check_schema_installed(databases=None)
     assert error.id == "pgboss.E006"
-    assert error.msg == "the pgboss schema is not installed in database 'default': run manage.py migrate pgboss"
+    assert (
+        error.msg == "the pgboss schema is not installed in database 'default': run manage.py migrate pgboss"
+    )
 
 
 @pytest.mark.node
@@ -157,7 +159,9 @@ def test_doctor_passes_the_schema_pg_boss_installs_itself(run_pgboss):
         run_pgboss(
             "drift",
             reference,
-            json.dumps([{"name": f"node.{p}", "options": {"policy": p, "partition": True}} for p in QueuePolicy]),
+            json.dumps(
+                [{"name": f"node.{p}", "options": {"policy": p, "partition": True}} for p in QueuePolicy]
+            ),
         )
         with override_settings(PGBOSS={"SCHEMA": reference}):
             status, output = doctor()

@@ -20,13 +20,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from django_pgboss.constants import COMMON_JOB_TABLE
 from django_pgboss.schema.catalog import Catalog, Column, Function, Index
 from django_pgboss.schema.manifest import DAILY_STATS_PARTITION
 
 _CAST = re.compile(r"::(?:\{\{schema\}\}\.|[a-z_][a-z0-9_$]*\.)?[a-z_][a-z0-9_$]*(?:\[\])?")
 _ANY_ARRAY = re.compile(r"=\s*ANY\s*\(\s*ARRAY\s*\[([^\]]*)\]\s*\)", re.IGNORECASE)
 _WHITESPACE = re.compile(r"\s+")
+
+#: The DEFAULT partition of job: every queue without a table of its own keeps its jobs there.
+COMMON_JOB_TABLE = "job_common"
 
 #: The job_iN indexes every job table carries whatever its queue's policy (pg-boss's base set),
 #: and the ones a partitioned queue's table carries only for its own policy.
