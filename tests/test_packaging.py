@@ -56,6 +56,8 @@ def test_the_wheel_ships_the_migration_sql_templates_and_static_files(wheel):
     assert any(n.startswith("django_pgboss/templates/admin/pgboss/") for n in names)
     assert any(n.startswith("django_pgboss/static/pgboss/") for n in names)
     assert "django_pgboss/migrations/0001_initial.py" in names
+    # The doctor and adoption compare the live schema with this manifest.
+    assert "django_pgboss/schema/schema43.json" in names
 
 
 def test_the_wheel_requires_no_settings_helper_at_run_time(wheel):
