@@ -100,6 +100,12 @@ class RunPgBossSQL(Operation):
         self._run(app_label, schema_editor, self.reverse_filename)
 
 
+#: The frozen steps that bring an older pg-boss schema to 43, by the version each starts from, and
+#: the file of schema 43's functions applied before them (see sql/upgrade/functions_43.sql).
+UPGRADE_STEPS = {version: f"upgrade/v{version}_to_v{version + 1}.sql" for version in range(31, 43)}
+UPGRADE_FUNCTIONS = "upgrade/functions_43.sql"
+
+
 # Where migrate writes its progress, and at what verbosity: pre_migrate hands both to its
 # receivers (see remember_migrate_output), and an operation has no other way to reach them.
 _migrate_output = threading.local()
@@ -119,15 +125,17 @@ class InstallPgBossSchema(RunPgBossSQL):
 
     What it finds decides (django_pgboss.schema.adoption): no schema, or one holding nothing of
     pg-boss's, gets ``0001_initial.sql``; a schema whose version row and catalog both say 43 is
-    adopted as it is, with one line saying so; any other schema is refused with a message naming
-    what differs, and the migration is not recorded. The lock is the one pg-boss takes to install
+    adopted as it is, with one line saying so; a schema from an older pg-boss is brought to 43 by the
+    frozen steps of ``sql/upgrade/`` and then checked like an adopted one; any other schema is refused
+    with a message naming what differs, and the migration is not recorded (the upgrade, being in the
+    migration's transaction, is rolled back with it). The lock is the one pg-boss takes to install
     or migrate, so a pg-boss instance starting at the same moment waits for the decision and its
     outcome instead of racing it.
     """
 
     def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
         from django_pgboss.plans.queues import advisory_lock
-        from django_pgboss.schema.adoption import adoption_message, plan_installation
+        from django_pgboss.schema.adoption import adoption_message, plan_installation, upgrade_refusal
         from django_pgboss.schema.state import read_state
 
         connection = schema_editor.connection
@@ -142,11 +150,24 @@ class InstallPgBossSchema(RunPgBossSQL):
         with connection.cursor() as cursor:
             cursor.execute(advisory_lock(), [f".pgboss.{schema_key(schema)}"])
             state = read_state(cursor, schema)
-        plan = plan_installation(state, connection.alias, frozenset())
+        plan = plan_installation(state, connection.alias, frozenset(UPGRADE_STEPS))
         if plan.action == "install":
             schema_editor.execute(render_sql(self.filename, schema), params=None)
         elif plan.action == "adopt":
             self._announce(adoption_message(state, connection.alias))
+        elif plan.action == "upgrade":
+            assert plan.from_version is not None
+            schema_editor.execute(render_sql(UPGRADE_FUNCTIONS, schema), params=None)
+            for version in range(plan.from_version, 43):
+                schema_editor.execute(render_sql(UPGRADE_STEPS[version], schema), params=None)
+            with connection.cursor() as cursor:
+                upgraded = read_state(cursor, schema)
+            if upgraded.report is None or not upgraded.report.ok:
+                raise upgrade_refusal(upgraded, connection.alias, plan.from_version)
+            self._announce(
+                f'upgraded the pg-boss schema "{schema}" in database {connection.alias!r} from version '
+                f"{plan.from_version} to 43 (catalog checked)"
+            )
 
     @staticmethod
     def _announce(message: str) -> None:

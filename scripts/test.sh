@@ -97,6 +97,18 @@ if [ ! -f "$node_dir/node_modules/pg-boss/package.json" ] ||
   npm install --prefix "$node_dir" --no-audit --no-fund --silent pg-boss@12.35.0 >/dev/null
 fi
 export PGBOSS_NODE_DIR=$node_dir
+# Older pg-boss releases, each in a folder of its own, for the tests that upgrade the schema they
+# install (tests/test_upgrade.py). Installed once and kept, like 12.35.0.
+legacy_dirs=()
+for legacy in 12.20.0 12.30.0 12.34.0; do
+  legacy_dir=$repo/.venvs/node-pgboss-$legacy
+  if [ ! -f "$legacy_dir/node_modules/pg-boss/package.json" ]; then
+    npm install --prefix "$legacy_dir" --no-audit --no-fund --silent "pg-boss@$legacy" >/dev/null
+  fi
+  legacy_dirs+=("$legacy_dir")
+done
+PGBOSS_LEGACY_NODE_DIRS=$(IFS=:; echo "${legacy_dirs[*]}")
+export PGBOSS_LEGACY_NODE_DIRS
 
 # Debian's chromium, which the admin's browser test drives through Playwright (never
 # `playwright install`, which downloads a browser). Without it the test skips, saying why.

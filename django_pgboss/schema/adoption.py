@@ -62,10 +62,11 @@ def plan_installation(state: SchemaState, database: str, upgradable: frozenset[i
                 f"the oldest pg-boss 12.35 migrates: upgrade it with pg-boss 10 and 11 first; nothing was changed."
             )
         if version not in upgradable:
+            oldest = min(upgradable, default=SCHEMA_VERSION)
             raise SchemaError(
-                f"{describe(state, database)}: this django_pgboss cannot yet upgrade schema version {version} to "
-                f"{SCHEMA_VERSION}; start pg-boss 12.35 (Node) on it once, which migrates it, then run "
-                f"manage.py migrate pgboss again. Nothing was changed."
+                f"{describe(state, database)}: this django_pgboss upgrades schema versions {oldest} to "
+                f"{SCHEMA_VERSION - 1} (pg-boss 12.19 and later), not {version}. Start pg-boss 12.35 (Node) on "
+                f"it once, which migrates it, then run manage.py migrate pgboss again. Nothing was changed."
             )
         return InstallPlan("upgrade", version)
     assert state.report is not None  # read_state compares every schema at version 43
@@ -92,4 +93,23 @@ def adoption_message(state: SchemaState, database: str) -> str:
     return (
         f'adopted the existing pg-boss schema "{state.schema}" in database {database!r} '
         f"(version {SCHEMA_VERSION}, catalog checked); nothing was changed"
+    )
+
+
+def upgrade_refusal(state: SchemaState, database: str, from_version: int) -> SchemaError:
+    """The error for an upgrade whose result is not schema 43 (the migration then rolls back)."""
+    if state.report is None:
+        found = describe(state, database)
+        return SchemaError(
+            f"upgrading from version {from_version} left {found}, not 43; nothing was changed."
+        )
+    problems = state.report.problems
+    listed = "\n".join(f"  - {p}" for p in problems[:MAX_LISTED])
+    more = f"\n  ... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
+    return SchemaError(
+        f'upgrading pg-boss schema "{state.schema}" in database {database!r} from version {from_version} '
+        f"to 43 does not give pg-boss 12.35's schema, so it was rolled back (the schema was not what "
+        f"version {from_version} should be, or pg-boss left index builds unfinished in its bam table):\n"
+        f"{listed}{more}\nStart pg-boss 12.35 (Node) on it once, which migrates it, then run manage.py "
+        f"migrate pgboss again. Nothing was changed."
     )

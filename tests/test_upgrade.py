@@ -1,0 +1,176 @@
+"""migrate pgboss brings a schema an older pg-boss release installed to version 43: the result is
+pg-boss 12.35's schema (our doctor and pg-boss's own drift check say so), every job survives with its
+state and data, and both pg-boss 12.35 and django_pgboss work those jobs afterwards.
+
+The releases are installed by scripts/test.sh under .venvs/ (PGBOSS_LEGACY_NODE_DIRS).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.db.migrations.recorder import MigrationRecorder
+
+from django_pgboss import boss
+from django_pgboss.conf import pgboss_settings
+from django_pgboss.db.identifiers import quote_identifier
+from django_pgboss.exceptions import SchemaError
+from django_pgboss.operations import SQL_DIR, UPGRADE_STEPS
+from tests.conftest import database_url, pgboss_schema_option
+
+pytestmark = [pytest.mark.node, pytest.mark.django_db(transaction=True)]
+
+LEGACY_SCRIPT = Path(__file__).resolve().parent / "node" / "legacy.mjs"
+#: The release each folder holds and the schema version it installs.
+RELEASES = {"12.20.0": 31, "12.30.0": 40, "12.34.0": 42}
+
+QUEUES = [
+    {"name": "legacy-dlq", "options": {}},
+    {"name": "legacy-shared", "options": {"deadLetter": "legacy-dlq", "retryLimit": 3}},
+    {"name": "legacy-own", "options": {"partition": True}},
+    {"name": "legacy-fifo", "options": {"policy": "key_strict_fifo", "partition": True}},
+]
+JOBS = [
+    {"name": "legacy-shared", "data": {"n": 1}, "options": {"priority": 2}},
+    {"name": "legacy-shared", "data": {"n": 2}},
+    {"name": "legacy-own", "data": {"n": 3, "text": "héllo"}},
+    {"name": "legacy-own", "data": {"n": 4}, "options": {"startAfter": 3600}},
+    {"name": "legacy-fifo", "data": {"n": 5}, "options": {"singletonKey": "k"}},
+]
+
+
+def q() -> str:
+    return quote_identifier(pgboss_settings.SCHEMA)
+
+
+def execute(*statements: str) -> None:
+    with connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+
+
+def legacy_dir(release: str) -> str:
+    for folder in os.environ.get("PGBOSS_LEGACY_NODE_DIRS", "").split(":"):
+        if folder.endswith(f"node-pgboss-{release}") and (Path(folder) / "node_modules" / "pg-boss").is_dir():
+            return folder
+    pytest.fail(f"pg-boss {release} is not installed: scripts/test.sh installs it (PGBOSS_LEGACY_NODE_DIRS)")
+
+
+def run_legacy(release: str) -> dict:
+    completed = subprocess.run(
+        [
+            "node",
+            str(LEGACY_SCRIPT),
+            legacy_dir(release),
+            database_url(),
+            pgboss_schema_option(pgboss_settings.SCHEMA),
+            json.dumps(QUEUES),
+            json.dumps(JOBS),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def jobs_by_id() -> dict[str, tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id::text, name, state::text, data, priority, singleton_key FROM {q()}.job")
+        return {row[0]: row[1:] for row in cursor.fetchall()}
+
+
+@pytest.fixture
+def empty_database():
+    """No pgboss schema and no pgboss migration recorded; the suite's schema is back afterwards."""
+    call_command("migrate", "pgboss", "zero", verbosity=0)
+    yield
+    execute(f"DROP SCHEMA IF EXISTS {q()} CASCADE")
+    MigrationRecorder(connection).migration_qs.filter(app="pgboss").delete()
+    call_command("migrate", "pgboss", verbosity=0)
+
+
+def test_every_upgrade_step_has_its_file_and_the_chain_reaches_43():
+    assert sorted(UPGRADE_STEPS) == list(range(31, 43))
+    on_disk = {p.relative_to(SQL_DIR).as_posix() for p in (SQL_DIR / "upgrade").glob("v*.sql")}
+    assert on_disk == set(UPGRADE_STEPS.values())
+    for version, filename in UPGRADE_STEPS.items():
+        assert f"SET version = {version + 1};" in (SQL_DIR / filename).read_text()
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+def test_migrate_upgrades_an_older_pg_boss_schema_and_every_job_survives(empty_database, run_pgboss, release):
+    installed = run_legacy(release)
+    assert installed["release"] == release
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT version FROM {q()}.version")
+        assert cursor.fetchone() == (RELEASES[release],)
+    before = jobs_by_id()
+    assert set(before) == set(installed["ids"])
+
+    out = io.StringIO()
+    call_command("migrate", "pgboss", stdout=out)
+
+    assert (
+        f"upgraded the pg-boss schema \"{pgboss_settings.SCHEMA}\" in database 'default' from version "
+        f"{RELEASES[release]} to 43 (catalog checked)." in out.getvalue()
+    )
+    assert jobs_by_id() == before
+    doctor = io.StringIO()
+    call_command("pgboss_doctor", stdout=doctor)
+    assert "OK: no drift." in doctor.getvalue()
+    report = run_pgboss("drift", pgboss_settings.SCHEMA)["drift"]
+    assert report["ok"], json.dumps(report, indent=2)
+
+    # django_pgboss works the shared queue's jobs, pg-boss 12.35 the partitioned queue's.
+    fetched = boss.fetch("legacy-shared", batch_size=5)
+    assert [job.data for job in fetched] == [{"n": 1}, {"n": 2}]
+    assert boss.complete("legacy-shared", fetched) == 2
+    worked = run_pgboss("work", pgboss_settings.SCHEMA, "legacy-own", json.dumps({"by": "node"}))["jobs"]
+    assert [job["data"] for job in worked] == [{"n": 3, "text": "héllo"}]  # the other starts in an hour
+    (fifo,) = boss.fetch("legacy-fifo")
+    assert (fifo.data, boss.fail("legacy-fifo", fifo, {"why": "test"})) == ({"n": 5}, 1)
+    # And new jobs flow through the upgraded schema both ways.
+    new_id = boss.send("legacy-own", {"n": 6})
+    assert [j["id"] for j in run_pgboss("work", pgboss_settings.SCHEMA, "legacy-own", "{}")["jobs"]] == [
+        new_id
+    ]
+
+
+def test_a_failed_upgrade_changes_nothing_and_names_the_difference(empty_database):
+    run_legacy("12.34.0")
+    # A schema that is not what version 42 should be: the upgrade's check finds it and rolls back.
+    execute(f"ALTER TABLE {q()}.warning ALTER COLUMN message DROP NOT NULL")
+    with pytest.raises(SchemaError) as refused:
+        call_command("migrate", "pgboss", verbosity=0)
+    assert "from version 42 to 43 does not give pg-boss 12.35's schema, so it was rolled back" in str(
+        refused.value
+    )
+    assert "  - column warning.message is nullable, expected NOT NULL" in str(refused.value)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT version FROM {q()}.version")
+        assert cursor.fetchone() == (42,)
+        cursor.execute(
+            "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'created_delta'",
+            [f"{q()}.queue"],
+        )
+        assert cursor.fetchone() == (0,)
+    assert not MigrationRecorder(connection).migration_qs.filter(app="pgboss").exists()
+
+
+def test_a_schema_older_than_the_steps_is_refused_saying_what_to_do(empty_database):
+    run_legacy("12.20.0")
+    execute(f"UPDATE {q()}.version SET version = 29")
+    with pytest.raises(
+        SchemaError, match=r"upgrades schema versions 31 to 42 \(pg-boss 12.19 and later\), not 29"
+    ):
+        call_command("migrate", "pgboss", verbosity=0)
