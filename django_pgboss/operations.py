@@ -102,7 +102,7 @@ class RunPgBossSQL(Operation):
 
 #: The frozen steps that bring an older pg-boss schema to 43, by the version each starts from, and
 #: the file of schema 43's functions applied before them (see sql/upgrade/functions_43.sql).
-UPGRADE_STEPS = {version: f"upgrade/v{version}_to_v{version + 1}.sql" for version in range(31, 43)}
+UPGRADE_STEPS = {version: f"upgrade/v{version}_to_v{version + 1}.sql" for version in range(25, 43)}
 UPGRADE_FUNCTIONS = "upgrade/functions_43.sql"
 
 

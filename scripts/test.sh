@@ -100,7 +100,7 @@ export PGBOSS_NODE_DIR=$node_dir
 # Older pg-boss releases, each in a folder of its own, for the tests that upgrade the schema they
 # install (tests/test_upgrade.py). Installed once and kept, like 12.35.0.
 legacy_dirs=()
-for legacy in 12.20.0 12.30.0 12.34.0; do
+for legacy in 11.0.7 11.1.2 12.0.0 12.20.0 12.30.0 12.34.0; do
   legacy_dir=$repo/.venvs/node-pgboss-$legacy
   if [ ! -f "$legacy_dir/node_modules/pg-boss/package.json" ]; then
     npm install --prefix "$legacy_dir" --no-audit --no-fund --silent "pg-boss@$legacy" >/dev/null
