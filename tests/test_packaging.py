@@ -51,8 +51,14 @@ def test_the_wheel_ships_py_typed_so_type_checkers_read_the_package_hints(wheel)
 
 def test_the_wheel_ships_the_migration_sql_templates_and_static_files(wheel):
     names = wheel.namelist()
-    sql_files = sorted(p.name for p in (REPO / "django_pgboss" / "sql").glob("*.sql"))
-    assert sorted(Path(n).name for n in names if n.startswith("django_pgboss/sql/")) == sql_files
+    sql_dir = REPO / "django_pgboss" / "sql"
+    # The migration files and the upgrade steps of sql/upgrade/.
+    sql_files = sorted(p.relative_to(sql_dir).as_posix() for p in sql_dir.rglob("*.sql"))
+    assert any(name.startswith("upgrade/") for name in sql_files)
+    assert (
+        sorted(n.removeprefix("django_pgboss/sql/") for n in names if n.startswith("django_pgboss/sql/"))
+        == sql_files
+    )
     assert any(n.startswith("django_pgboss/templates/admin/pgboss/") for n in names)
     assert any(n.startswith("django_pgboss/static/pgboss/") for n in names)
     assert "django_pgboss/migrations/0001_initial.py" in names
