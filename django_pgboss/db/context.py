@@ -91,8 +91,11 @@ class DatabaseContext:
     # -- statements ------------------------------------------------------------------------------
 
     def cursor(self) -> Any:
-        """A context manager giving a cursor on Django's connection for this alias (db/cursors.py)."""
-        return statement_cursor(self.using)
+        """A context manager giving a cursor on Django's connection for this alias (db/cursors.py).
+
+        A statement that fails because this schema's objects do not exist raises SchemaNotInstalled
+        ("the pgboss schema is not installed in database ...: run manage.py migrate pgboss")."""
+        return statement_cursor(self.using, self)
 
     def atomic(self) -> Any:
         """``transaction.atomic`` on this alias: a transaction, or a savepoint inside the caller's."""

@@ -20,6 +20,7 @@ import psycopg
 from django.db import connections
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.db.installed import not_installed
 
 #: After how many uses on a connection a statement is prepared: the second, so a statement run
 #: once (create_queue, a one-off read) is never prepared, and a hot one almost at once.
@@ -28,20 +29,25 @@ PREPARE_THRESHOLD = 1
 _local = threading.local()
 
 
-def statement_cursor(alias: str) -> _StatementCursor:
+def statement_cursor(alias: str, context: Any = None) -> _StatementCursor:
     """A context manager giving a Django cursor wrapper for one of django_pgboss's statements on
-    connection ``alias``."""
-    return _StatementCursor(alias)
+    connection ``alias``.
+
+    ``context`` (a DatabaseContext) names the schema the statements address: an error saying an
+    object of that schema does not exist becomes SchemaNotInstalled (db/installed.py).
+    """
+    return _StatementCursor(alias, context)
 
 
 class _StatementCursor:
     """statement_cursor()'s context manager: a class rather than a generator, because every send
     and fetch enters one and a generator-based context manager costs several times as much."""
 
-    __slots__ = ("_alias", "_plain")
+    __slots__ = ("_alias", "_context", "_plain")
 
-    def __init__(self, alias: str) -> None:
+    def __init__(self, alias: str, context: Any = None) -> None:
         self._alias = alias
+        self._context = context
         self._plain: Any = None
 
     def __enter__(self) -> Any:
@@ -76,6 +82,11 @@ class _StatementCursor:
         # (PREPARED_STATEMENTS off) is closed as Django closes it.
         if self._plain is not None:
             self._plain.__exit__(*exc_info)
+        if exc_info[0] is not None and self._context is not None:
+            # Only on an error: the schema is read then, so a statement that succeeds pays nothing.
+            missing = not_installed(exc_info[1], self._alias, self._context.schema)
+            if missing is not None:
+                raise missing from exc_info[1]
 
 
 class _LeanCursor:
