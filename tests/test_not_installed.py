@@ -40,9 +40,8 @@ def test_the_first_boss_call_says_the_schema_is_not_installed(schema, call):
 
 @pytest.mark.django_db
 def test_a_missing_table_of_the_users_own_is_not_reported_as_a_missing_schema():
-    with pytest.raises(ProgrammingError) as raised:
-        with boss.context.cursor() as cursor:
-            cursor.execute(f"SELECT 1 FROM {quote_identifier(pgboss_settings.SCHEMA)}.not_a_pgboss_table")
+    with pytest.raises(ProgrammingError) as raised, boss.context.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {quote_identifier(pgboss_settings.SCHEMA)}.not_a_pgboss_table")
     assert not isinstance(raised.value, SchemaNotInstalled)
 
 

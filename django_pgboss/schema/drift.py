@@ -140,14 +140,14 @@ def compare(expected: Catalog, live: Catalog, queues: list[QueueTable]) -> Drift
             problems.append(f"table {table} is {actual}, expected a partition of {parent} {bound}")
     queue_tables = {q.table: q for q in queues}
     for queue in queues:
-        wanted = ("job", f"FOR VALUES IN ('{queue.name.replace(chr(39), chr(39) * 2)}')")
+        attached = ("job", f"FOR VALUES IN ('{queue.name.replace(chr(39), chr(39) * 2)}')")
         if queue.table not in live.tables:
             problems.append(f"table {queue.table} of partitioned queue {queue.name!r} is missing")
-        elif live.partitions.get(queue.table) != wanted:
+        elif live.partitions.get(queue.table) != attached:
             where = live.partitions.get(queue.table)
             actual = f"a partition of {where[0]} {where[1]}" if where else "not a partition"
             problems.append(
-                f"table {queue.table} of queue {queue.name!r} is {actual}, expected a partition of job {wanted[1]}"
+                f"table {queue.table} of queue {queue.name!r} is {actual}, expected a partition of job {attached[1]}"
             )
     for table, (parent, _bound) in live.partitions.items():
         if parent == "job" and table not in expected.tables and table not in queue_tables:
