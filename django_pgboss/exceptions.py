@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError
+from django.db import DatabaseError
 
 
 class PgBossError(Exception):
@@ -106,5 +107,9 @@ class SchemaError(PgBossError, CommandError):
     """
 
 
-class SchemaNotInstalled(SchemaError):
-    """The pgboss schema is not installed in the database: ``manage.py migrate pgboss`` first."""
+class SchemaNotInstalled(SchemaError, DatabaseError):
+    """The pgboss schema is not installed in the database: ``manage.py migrate pgboss`` first.
+
+    Also a DatabaseError, as the statement's own error was: code that outlives database errors
+    (the monitor's loop, which backs off and retries) outlives this one too, now saying why.
+    """

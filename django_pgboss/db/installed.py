@@ -9,8 +9,10 @@ It looks only at an error already raised, so a statement that succeeds costs not
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django_pgboss.exceptions import SchemaNotInstalled
+from django_pgboss.plans import catalog as catalog_plans
 
 #: The SQLSTATEs of a missing schema, table, function and type.
 MISSING_OBJECT_STATES = frozenset({"3F000", "42P01", "42883", "42704"})
@@ -72,3 +74,14 @@ def not_installed(error: BaseException | None, alias: str, schema: str) -> Schem
         qualifier, _, obj = name.rpartition(".")
         missing_ours = qualifier.strip('"') == schema and obj.strip('"') in PGBOSS_OBJECTS
     return SchemaNotInstalled(not_installed_message(alias)) if missing_ours else None
+
+
+def ensure_installed(context: Any) -> None:
+    """Raise SchemaNotInstalled unless ``context``'s schema has pg-boss's version table: what a
+    long-running command checks before it starts, so it stops with the one line instead of
+    retrying for ever."""
+    with context.cursor() as cursor:
+        cursor.execute(catalog_plans.version_table(), [f"{context.quoted_schema}.version"])
+        (oid,) = cursor.fetchone()
+    if oid is None:
+        raise SchemaNotInstalled(not_installed_message(context.using))

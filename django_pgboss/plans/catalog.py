@@ -125,6 +125,11 @@ def types() -> str:
     """
 
 
+def version_table() -> str:
+    """The version table's oid, NULL when it does not exist. Parameter: its quoted qualified name."""
+    return "SELECT to_regclass(%s)"
+
+
 def versions(schema: str) -> str:
     """Every row of pg-boss's version table (there should be one). ``schema`` is quoted."""
     return f"SELECT version FROM {schema}.version ORDER BY version"

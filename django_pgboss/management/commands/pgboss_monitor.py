@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from django_pgboss.db.installed import ensure_installed
 from django_pgboss.exceptions import PgBossError
 from django_pgboss.management.console import configure_logging
 from django_pgboss.monitor.runner import Monitor
@@ -55,6 +56,7 @@ class Command(BaseCommand):
                 on_pass=self._report,
                 on_cron=self._report_cron,
             )
+            ensure_installed(monitor.context)
             monitor.check_queues()
         except PgBossError as exc:
             raise CommandError(str(exc)) from exc
