@@ -42,8 +42,14 @@ DEFAULTS: dict[str, Any] = {
     # How often the timekeeper's pass may run, across every monitor (pg-boss's
     # cronMonitorIntervalSeconds): 1 to 45 seconds, since an occurrence stays due for a minute.
     "CRON_INTERVAL_SECONDS": 30,
-    # Defer the stats aggregate after one long enough to hold back autovacuum.
+    # Defer the stats aggregate after one long enough to hold back autovacuum; and warn when the job
+    # tables' dead rows are not being reclaimed (xmin_horizon, autovacuum_disabled).
     "MONITOR_VACUUM": True,
+    # Rebuild bloated job indexes (REINDEX INDEX CONCURRENTLY) in the monitor's maintenance, once per
+    # interval across every monitor, as pg-boss's reindex option does. False only reports them
+    # (index_bloat warnings; boss.get_reindex_commands() gives the statements).
+    "REINDEX": True,
+    "REINDEX_INTERVAL_SECONDS": 24 * 60 * 60,
 }
 
 

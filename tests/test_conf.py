@@ -26,6 +26,8 @@ def test_defaults_apply_for_missing_keys():
         "PERSIST_WARNINGS": False,
         "WARNING_RETENTION_DAYS": 365,
         "MONITOR_VACUUM": True,
+        "REINDEX": True,
+        "REINDEX_INTERVAL_SECONDS": 86400,
     }
 
 

@@ -224,6 +224,31 @@ class Boss:
 
         return supervise(self._context, queues, interval_seconds=interval_seconds)
 
+    def get_reindex_commands(
+        self,
+        *,
+        force: bool = False,
+        min_pages: float | None = None,
+        max_entries_per_page: float | None = None,
+        min_size_ratio: float | None = None,
+        max_index_bytes: int | None = None,
+    ) -> list[str]:
+        """The statements that rebuild the bloated job indexes, for an operator to run (pg-boss's
+        getReindexCommands()): a DROP INDEX CONCURRENTLY for each stub an interrupted rebuild left,
+        then a REINDEX INDEX CONCURRENTLY per bloated index (every job index with ``force``).
+        pg-boss's thresholds unless given; no size cap unless ``max_index_bytes``. Empty when
+        nothing is bloated. Run them outside a transaction block (psql, or autocommit)."""
+        from django_pgboss.monitor.health import reindex_commands
+
+        return reindex_commands(
+            self._context,
+            force=force,
+            min_pages=min_pages,
+            max_entries_per_page=max_entries_per_page,
+            min_size_ratio=min_size_ratio,
+            max_index_bytes=max_index_bytes,
+        )
+
     def get_queue_stats(
         self,
         name: str,

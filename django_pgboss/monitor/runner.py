@@ -17,6 +17,7 @@ from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import QueueNotFound
+from django_pgboss.monitor.health import Health
 from django_pgboss.monitor.loop import run_periodically
 from django_pgboss.monitor.supervisor import supervise
 from django_pgboss.monitor.timekeeper import CronReport, Timekeeper
@@ -57,6 +58,7 @@ class Monitor:
             arguments.number("interval_seconds", interval, minimum=MIN_INTERVAL_SECONDS, unit="second")
         )
         self.timekeeper = Timekeeper(self.context) if cron else None
+        self.health = Health(self.context)
         self.on_pass = on_pass
         self.on_cron = on_cron
         self._stop = threading.Event()
@@ -75,6 +77,8 @@ class Monitor:
     def supervise(self) -> PassReport:
         """One monitor pass now (see monitor/supervisor.py); the report goes to ``on_pass`` too."""
         report = supervise(self.context, self.queues, interval_seconds=self.interval_seconds)
+        # Index and vacuum health, on the whole schema: its readings are kept between passes.
+        self.health.run(report)
         if self.on_pass is not None:
             self.on_pass(report)
         return report

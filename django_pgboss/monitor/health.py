@@ -1,0 +1,319 @@
+"""Index and vacuum health, as pg-boss 12.35 watches them: bloated job indexes (reported, and rebuilt
+with PGBOSS["REINDEX"]), and job-table garbage that nothing reclaims (xmin_horizon,
+autovacuum_disabled).
+
+Why indexes bloat: autovacuum reclaims heap space but never gives btree pages back, so a job index
+keeps the size of the largest backlog its queue ever held, and every later vacuum walks all of
+those pages. The trigger is density, not age (see plans/health.py). Why garbage matters: every
+collapse of a PostgreSQL queue starts with dead rows that vacuum cannot remove, and from the
+queue's own counters a backlog of garbage looks like a shortage of workers. The fixes are opposite,
+so the diagnosis says which: a vacuum ran and reclaimed nothing (the horizon is pinned: find the
+holder), or nothing ran and the pile grew (autovacuum is off on the table).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django_pgboss.conf import pgboss_settings
+from django_pgboss.db.context import DatabaseContext
+from django_pgboss.db.identifiers import quote_identifier
+from django_pgboss.plans import health as plans
+
+#: pg-boss's thresholds for a bloated index: more than 128 pages (1 MB: below it the waste is
+#: irrelevant and the statistics noisy), fewer than 5 entries per page (a rebuilt job index holds
+#: 140 to 170), more than 4 times the pages its live entries need, and at most 2 GB for the
+#: automatic rebuild (a larger one is left to an operator who chooses the moment).
+REINDEX_DEFAULTS = {
+    "min_pages": 128,
+    "max_entries_per_page": 5,
+    "min_size_ratio": 4,
+    "max_index_bytes": 2**31,
+}
+
+
+@dataclass(frozen=True)
+class IndexStats:
+    """One job index as the bloat query reads it."""
+
+    name: str
+    table: str
+    pages: int
+    entries: float
+    bytes: float
+    owned: bool
+
+
+def _thresholds(**overrides: float | None) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for key in ("min_pages", "max_entries_per_page", "min_size_ratio"):
+        value = overrides.get(key)
+        if value is None:
+            value = REINDEX_DEFAULTS[key]
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ValueError(f"{key} must be a number >= 0, not {value!r}")
+        values[key] = value
+    return values
+
+
+def bloated_indexes(
+    context: DatabaseContext, *, force: bool = False, **thresholds: float | None
+) -> list[IndexStats]:
+    """The bloated job indexes (every job index with ``force``), largest first."""
+    params: dict[str, Any] = {"nspname": context.schema, **_thresholds(**thresholds)}
+    sql = plans.job_indexes(context.quoted_schema) if force else plans.bloated_indexes(context.quoted_schema)
+    with context.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [IndexStats(*row) for row in cursor.fetchall()]
+
+
+def reindex_commands(
+    context: DatabaseContext,
+    *,
+    force: bool = False,
+    min_pages: float | None = None,
+    max_entries_per_page: float | None = None,
+    min_size_ratio: float | None = None,
+    max_index_bytes: int | None = None,
+) -> list[str]:
+    """The statements that rebuild the bloated job indexes (every job index with ``force``), for an
+    operator to run: the stubs an interrupted rebuild left first, then one REINDEX INDEX
+    CONCURRENTLY per index. No ownership filter (the operator may run them as the owning role) and
+    no size cap unless ``max_index_bytes`` is given. Empty when nothing is bloated."""
+    if max_index_bytes is not None and (
+        isinstance(max_index_bytes, bool) or not isinstance(max_index_bytes, int)
+    ):
+        raise ValueError(f"max_index_bytes must be an integer, not {max_index_bytes!r}")
+    targets = bloated_indexes(
+        context,
+        force=force,
+        min_pages=min_pages,
+        max_entries_per_page=max_entries_per_page,
+        min_size_ratio=min_size_ratio,
+    )
+    if max_index_bytes is not None:
+        targets = [t for t in targets if t.bytes <= max_index_bytes]
+    if not targets:
+        return []
+    schema = context.quoted_schema
+    with context.cursor() as cursor:
+        cursor.execute(plans.reindex_leftovers(schema, any_owner=True), {"nspname": context.schema})
+        leftovers = [name for (name,) in cursor.fetchall()]
+    return [plans.drop_index_concurrently(schema, quote_identifier(n)) for n in leftovers] + [
+        plans.reindex_index(schema, quote_identifier(t.name)) for t in targets
+    ]
+
+
+@dataclass
+class Health:
+    """One monitor's health checks and what they remember between passes: the indexes it warned
+    about in the current episode, and each job table's last garbage reading (the vacuum diagnosis
+    needs two, so a problem is reported from the second pass that sees it, never guessed)."""
+
+    context: DatabaseContext
+    warned_bloat: set[str] = field(default_factory=set)
+    garbage: dict[str, tuple[float, float]] = field(default_factory=dict)  # table -> (dead, last vacuum)
+    warned_xmin_horizon: bool = False
+    warned_autovacuum_disabled: bool = False
+
+    def run(self, report: Any) -> None:
+        """The index pass (when its interval is due) and the vacuum diagnosis, after a monitor pass."""
+        self.check_indexes(report)
+        if pgboss_settings.MONITOR_VACUUM:
+            self.check_vacuum(report)
+
+    # -- indexes ---------------------------------------------------------------------------------
+
+    def check_indexes(self, report: Any, *, force: bool = False) -> list[str]:
+        """Rebuild the bloated job indexes we own (with PGBOSS["REINDEX"], once per
+        REINDEX_INTERVAL_SECONDS across every monitor, by pg-boss's claim), and warn index_bloat for
+        each one left bloated, once per episode. Returns the indexes rebuilt."""
+        from django_pgboss.monitor.supervisor import warn
+
+        context = self.context
+        # REINDEX CONCURRENTLY cannot run in a transaction block: a pass inside the caller's
+        # transaction only reports.
+        rebuilding = pgboss_settings.REINDEX and not context.in_atomic_block
+        if rebuilding and not force:
+            with context.cursor() as cursor:
+                cursor.execute(
+                    plans.claim_reindex(context.quoted_schema), [pgboss_settings.REINDEX_INTERVAL_SECONDS]
+                )
+                if cursor.fetchone() is None:
+                    return []
+        bloated = bloated_indexes(context)
+        rebuilt: list[str] = []
+        failed: dict[str, str] = {}
+        if rebuilding:
+            candidates = bloated_indexes(context, force=True) if force else bloated
+            targets = [i for i in candidates if i.owned and i.bytes <= REINDEX_DEFAULTS["max_index_bytes"]]
+            if targets:
+                self._drop_leftovers()
+            for index in targets:
+                try:
+                    with context.cursor() as cursor:
+                        cursor.execute(
+                            plans.reindex_index(context.quoted_schema, quote_identifier(index.name))
+                        )
+                    rebuilt.append(index.name)
+                except Exception as exc:  # a lock timeout, a lost connection: reported, next one tried
+                    failed[index.name] = str(exc).strip().splitlines()[0]
+        still = set()
+        for index in bloated:
+            if index.name in rebuilt:
+                continue
+            still.add(index.name)
+            if index.name in self.warned_bloat:
+                continue
+            if index.name in failed:
+                reason = failed[index.name]
+            elif not index.owned:
+                reason = "the connected role does not own the index"
+            elif not pgboss_settings.REINDEX:
+                reason = "automatic reindexing is disabled"
+            elif context.in_atomic_block:
+                reason = "the pass ran inside a transaction"
+            else:
+                reason = "the index is larger than the 2 GB automatic rebuilds are limited to"
+            warn(
+                context,
+                report,
+                "index_bloat",
+                f'Warning: index "{index.name}" is bloated ({round(index.bytes / 1024 / 1024)} MB across '
+                f"{index.pages} pages for ~{int(index.entries)} live entries) and was not rebuilt: {reason}. "
+                "See get_reindex_commands()",
+                {
+                    "name": index.name,
+                    "table": index.table,
+                    "pages": index.pages,
+                    "entries": index.entries,
+                    "bytes": index.bytes,
+                    "owned": index.owned,
+                },
+            )
+        self.warned_bloat = still
+        return rebuilt
+
+    def _drop_leftovers(self) -> None:
+        context = self.context
+        with context.cursor() as cursor:
+            cursor.execute(
+                plans.reindex_leftovers(context.quoted_schema, any_owner=False), {"nspname": context.schema}
+            )
+            leftovers = [name for (name,) in cursor.fetchall()]
+        for name in leftovers:
+            with context.cursor() as cursor:
+                cursor.execute(plans.drop_index_concurrently(context.quoted_schema, quote_identifier(name)))
+
+    # -- vacuum ----------------------------------------------------------------------------------
+
+    def check_vacuum(self, report: Any) -> None:
+        """Compare each job table's garbage with the last pass's: over the point where autovacuum
+        would vacuum it, a vacuum ran since and the dead rows did not fall (xmin_horizon), or none
+        ran and they grew with autovacuum off on the table (autovacuum_disabled)."""
+        from django_pgboss.monitor.supervisor import warn
+
+        context = self.context
+        with context.cursor() as cursor:
+            cursor.execute(plans.job_table_garbage(context.quoted_schema), {"nspname": context.schema})
+            rows = cursor.fetchall()
+        present = {row[0] for row in rows}
+        for table in list(self.garbage):
+            if table not in present:
+                del self.garbage[table]
+        stuck, unvacuumed = [], []
+        vacuumed_over, disabled_over = False, False
+        for table, live, dead, last_vacuum, vacuum_age, threshold, scale, enabled in rows:
+            budget = threshold + scale * live
+            last_vacuum = last_vacuum or 0.0
+            if dead <= budget:
+                self.garbage.pop(table, None)
+                continue
+            if enabled:
+                vacuumed_over = True
+            else:
+                disabled_over = True
+            previous = self.garbage.get(table)
+            self.garbage[table] = (dead, last_vacuum)
+            if previous is None:
+                continue
+            reading = {
+                "table": table,
+                "liveTuples": live,
+                "deadTuples": dead,
+                "budget": round(budget),
+                "vacuumAgeSeconds": vacuum_age,
+            }
+            if not enabled:
+                if last_vacuum == previous[1] and dead > previous[0]:
+                    unvacuumed.append(reading)
+            elif last_vacuum > previous[1] and dead >= previous[0]:
+                stuck.append(reading)
+        if not vacuumed_over:
+            self.warned_xmin_horizon = False
+        if not disabled_over:
+            self.warned_autovacuum_disabled = False
+        if unvacuumed and not self.warned_autovacuum_disabled:
+            self.warned_autovacuum_disabled = True
+            worst = max(unvacuumed, key=lambda r: r["deadTuples"])
+            since = (
+                "has never been vacuumed"
+                if worst["vacuumAgeSeconds"] is None
+                else f"was last vacuumed {worst['vacuumAgeSeconds']}s ago"
+            )
+            warn(
+                context,
+                report,
+                "autovacuum_disabled",
+                "Warning: autovacuum is disabled, so nothing is reclaiming completed jobs: "
+                f"{worst['table']} has autovacuum_enabled = false, holds {worst['deadTuples']} dead rows and "
+                f"is still growing, and {since} (Postgres would vacuum this table at {worst['budget']})",
+                {**worst, "tables": [r["table"] for r in unvacuumed]},
+            )
+        if stuck and not self.warned_xmin_horizon:
+            holder = self._horizon_holder()
+            if holder is None:
+                return
+            self.warned_xmin_horizon = True
+            worst = max(stuck, key=lambda r: r["deadTuples"])
+            warn(
+                context,
+                report,
+                "xmin_horizon",
+                "Warning: the database transaction horizon is pinned, so completed jobs cannot be cleaned up: "
+                f"{holder['holder']}, holding it {holder['transactions']} transactions back. {worst['table']} "
+                f"has {worst['deadTuples']} dead rows that a vacuum {worst['vacuumAgeSeconds']}s ago could not "
+                f"reclaim (Postgres vacuums this table at {worst['budget']}).",
+                {**worst, **holder, "tables": [r["table"] for r in stuck]},
+            )
+
+    def _horizon_holder(self) -> dict[str, Any] | None:
+        """The widest holder of the MVCC horizon (a backend's open transaction, a replication slot,
+        a standby, a prepared transaction), or None when none can be named."""
+        with self.context.cursor() as cursor:
+            cursor.execute(plans.xmin_horizon())
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        backends, slots, standbys, prepared, pid, application, state, seconds = row
+        sources = {"backends": backends, "slots": slots, "standbys": standbys, "prepared": prepared}
+        source, age = max(
+            ((s, a) for s, a in sources.items() if a is not None), key=lambda p: p[1], default=(None, None)
+        )
+        if source is None:
+            return None
+        described = {
+            "backends": f"a transaction open for {seconds}s in backend {pid} ({application or 'no application_name'}, {state})",
+            "slots": "a replication slot",
+            "standbys": "a standby with hot_standby_feedback",
+            "prepared": "a prepared transaction",
+        }[source]
+        return {
+            "source": source,
+            "holder": described,
+            "transactions": age,
+            "holderPid": pid if source == "backends" else None,
+            "holderApplicationName": application if source == "backends" else None,
+            "holderState": state if source == "backends" else None,
+        }
