@@ -36,6 +36,9 @@ class NotifyListener:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pgboss-listener", daemon=True)
         self.connected = threading.Event()
+        #: Whether LISTEN ever started: a first failure is listen_notify_unavailable, a later one a
+        #: lost connection.
+        self.ever_connected = False
 
     def start(self) -> None:
         self._thread.start()
@@ -59,6 +62,7 @@ class NotifyListener:
             try:
                 with self._connect() as connection:
                     self.connected.set()
+                    self.ever_connected = True
                     if failures:
                         logger.info("listening again on %s; waking every notify queue", self.channel)
                         for name in self.queues:
@@ -69,8 +73,18 @@ class NotifyListener:
                             if notification.payload in self.queues:
                                 self.wake(notification.payload)
             except psycopg.Error as exc:
-                self.connected.clear()
                 failures += 1
                 delay = min(MAX_BACKOFF_SECONDS, 0.2 * 2**failures)
-                logger.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, delay)
+                if not self.connected.is_set() and failures == 1 and not self.ever_connected:
+                    # pg-boss's listen_notify_unavailable: LISTEN could not start (a pooler in
+                    # transaction mode refuses it, say). Fetching goes on by polling; the listener
+                    # keeps trying, and wakes every notify queue once it is up.
+                    logger.warning(
+                        "Failed to start LISTEN/NOTIFY listener. Continuing with polling only. (%s)",
+                        exc,
+                        extra={"pgboss_warning": "listen_notify_unavailable", "error": str(exc)},
+                    )
+                else:
+                    logger.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, delay)
+                self.connected.clear()
                 self._stop.wait(delay)
