@@ -6,6 +6,8 @@ CONCURRENTLY need autocommit, hence committing tests."""
 from __future__ import annotations
 
 import json
+import logging
+import time
 
 import psycopg
 import pytest
@@ -187,3 +189,29 @@ def test_garbage_a_vacuum_cannot_reclaim_under_a_held_snapshot_is_xmin_horizon()
         "backends",
         holder_pid,
     )
+
+
+def test_a_listen_that_cannot_start_is_listen_notify_unavailable_and_a_later_loss_is_not(caplog):
+    from django_pgboss.db.context import DatabaseContext
+    from django_pgboss.worker.listener import NotifyListener
+
+    class Unreachable(DatabaseContext):
+        # A server that refuses the LISTEN connection (a closed port), as a pooler that cannot
+        # LISTEN refuses it.
+        def connection_params(self):
+            return {**super().connection_params(), "port": 1, "connect_timeout": 2}
+
+    listener = NotifyListener(Unreachable(), ["q"], wake=lambda name: None)
+    with caplog.at_level(logging.WARNING, logger="django_pgboss.worker"):
+        listener.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(caplog.records) < 2:
+            time.sleep(0.05)
+        listener.stop()
+    first, second = caplog.records[:2]
+    assert first.getMessage().startswith(
+        "Failed to start LISTEN/NOTIFY listener. Continuing with polling only."
+    )
+    assert first.pgboss_warning == "listen_notify_unavailable"
+    assert second.getMessage().startswith("LISTEN connection lost")
+    assert not hasattr(second, "pgboss_warning")
