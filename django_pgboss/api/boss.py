@@ -20,6 +20,7 @@ from typing import Any
 from django_pgboss.api.deadletters import DeadLetters, RedrivePreview, RedriveResult
 from django_pgboss.api.editing import PURGE_BATCH_SIZE, JobEditor
 from django_pgboss.api.events import EventStore
+from django_pgboss.api.indexes import reindex_commands
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.api.queues import QueueStore
 from django_pgboss.api.schedules import Schedule, ScheduleStore
@@ -238,8 +239,6 @@ class Boss:
         then a REINDEX INDEX CONCURRENTLY per bloated index (every job index with ``force``).
         pg-boss's thresholds unless given; no size cap unless ``max_index_bytes``. Empty when
         nothing is bloated. Run them outside a transaction block (psql, or autocommit)."""
-        from django_pgboss.monitor.health import reindex_commands
-
         return reindex_commands(
             self._context,
             force=force,
