@@ -148,7 +148,7 @@ class InstallPgBossSchema(RunPgBossSQL):
             schema_editor.execute(render_sql(self.filename, schema), params=None)
             return
         with connection.cursor() as cursor:
-            cursor.execute(advisory_lock(), [f".pgboss.{schema_key(schema)}"])
+            cursor.execute(advisory_lock(), {"lock_key": f".pgboss.{schema_key(schema)}"})
             state = read_state(cursor, schema)
         plan = plan_installation(state, connection.alias, frozenset(UPGRADE_STEPS))
         if plan.action == "install":

@@ -81,7 +81,7 @@ def ensure_installed(context: Any) -> None:
     long-running command checks before it starts, so it stops with the one line instead of
     retrying for ever."""
     with context.cursor() as cursor:
-        cursor.execute(catalog_plans.version_table(), [f"{context.quoted_schema}.version"])
+        cursor.execute(catalog_plans.version_table(), {"relation": f"{context.quoted_schema}.version"})
         (oid,) = cursor.fetchone()
     if oid is None:
         raise SchemaNotInstalled(not_installed_message(context.using))

@@ -54,7 +54,8 @@ class Health:
         if rebuilding and not force:
             with context.cursor() as cursor:
                 cursor.execute(
-                    plans.claim_reindex(context.quoted_schema), [pgboss_settings.REINDEX_INTERVAL_SECONDS]
+                    plans.claim_reindex(context.quoted_schema),
+                    {"interval": pgboss_settings.REINDEX_INTERVAL_SECONDS},
                 )
                 if cursor.fetchone() is None:
                     return []

@@ -1,6 +1,6 @@
 """SQL that reads what a schema holds from PostgreSQL's catalog, for the doctor and for adoption.
 
-Each statement takes the schema's name as a bound parameter (the ``nspname`` it is stored under)
+Each statement takes the schema's name as a bound parameter (``nspname``, as it is stored)
 and reads only pg_catalog, so it runs for a role that may read the schema and nothing more. They
 are the live side of the drift check in :mod:`django_pgboss.schema.drift`; the expected side is the
 frozen manifest of schema 43.
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 
 def schema_exists() -> str:
-    """One row when the schema exists. Parameter: schema name."""
-    return "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+    """One row when the schema exists. Parameter: nspname (the schema's name)."""
+    return "SELECT 1 FROM pg_namespace WHERE nspname = %(nspname)s"
 
 
 def tables() -> str:
     """Every ordinary and partitioned table: name, relkind, parent table and partition bound.
 
-    Parameter: schema name. A table that is no partition has a NULL parent and bound.
+    Parameter: nspname (the schema's name). A table that is no partition has a NULL parent and bound.
     """
     return """
     SELECT c.relname, c.relkind, p.relname, pg_get_expr(c.relpartbound, c.oid)
@@ -25,7 +25,7 @@ def tables() -> str:
     JOIN pg_namespace n ON n.oid = c.relnamespace
     LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
     LEFT JOIN pg_class p ON p.oid = i.inhparent
-    WHERE n.nspname = %s AND c.relkind IN ('r', 'p')
+    WHERE n.nspname = %(nspname)s AND c.relkind IN ('r', 'p')
     ORDER BY c.relname
     """
 
@@ -33,7 +33,7 @@ def tables() -> str:
 def columns() -> str:
     """Every column of every table: table, column, type (format_type), NOT NULL, default expression.
 
-    Parameter: schema name. format_type gives the canonical spelling (``integer[]``,
+    Parameter: nspname (the schema's name). format_type gives the canonical spelling (``integer[]``,
     ``timestamp with time zone``, ``<schema>.job_state``), as pg-boss's own drift check reads it.
     """
     return """
@@ -43,7 +43,7 @@ def columns() -> str:
     JOIN pg_class c ON c.oid = a.attrelid
     JOIN pg_namespace n ON n.oid = c.relnamespace
     LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-    WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
+    WHERE n.nspname = %(nspname)s AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
     ORDER BY c.relname, a.attnum
     """
 
@@ -51,7 +51,7 @@ def columns() -> str:
 def indexes() -> str:
     """Every index: name, table, definition (pg_get_indexdef), valid, backs a constraint.
 
-    Parameter: schema name. indisvalid is false while an interrupted CREATE INDEX CONCURRENTLY
+    Parameter: nspname (the schema's name). indisvalid is false while an interrupted CREATE INDEX CONCURRENTLY
     leaves its stub behind: such an index exists but is never used.
     """
     return """
@@ -61,7 +61,7 @@ def indexes() -> str:
     JOIN pg_class c ON c.oid = i.indexrelid
     JOIN pg_class t ON t.oid = i.indrelid
     JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE n.nspname = %s
+    WHERE n.nspname = %(nspname)s
     ORDER BY c.relname
     """
 
@@ -69,7 +69,7 @@ def indexes() -> str:
 def constraints() -> str:
     """Every table constraint but NOT NULL: table, name, definition (pg_get_constraintdef).
 
-    Parameter: schema name. NOT NULL is a column property here (PostgreSQL 18 also lists it in
+    Parameter: nspname (the schema's name). NOT NULL is a column property here (PostgreSQL 18 also lists it in
     pg_constraint), so it is compared with the columns.
     """
     return """
@@ -77,7 +77,7 @@ def constraints() -> str:
     FROM pg_constraint con
     JOIN pg_class rel ON rel.oid = con.conrelid
     JOIN pg_namespace n ON n.oid = rel.relnamespace
-    WHERE n.nspname = %s AND con.contype <> 'n'
+    WHERE n.nspname = %(nspname)s AND con.contype <> 'n'
     ORDER BY rel.relname, con.conname
     """
 
@@ -85,7 +85,7 @@ def constraints() -> str:
 def functions() -> str:
     """Every function: name, identity arguments, result, language, volatility, stored body.
 
-    Parameter: schema name. PostgreSQL stores a body verbatim (prosrc), so an untouched function
+    Parameter: nspname (the schema's name). PostgreSQL stores a body verbatim (prosrc), so an untouched function
     reads back exactly as it was written.
     """
     return """
@@ -94,40 +94,40 @@ def functions() -> str:
     FROM pg_proc p
     JOIN pg_namespace n ON n.oid = p.pronamespace
     JOIN pg_language l ON l.oid = p.prolang
-    WHERE n.nspname = %s
+    WHERE n.nspname = %(nspname)s
     ORDER BY p.proname, 2
     """
 
 
 def enum_labels() -> str:
-    """The labels of an enum type in their sort order. Parameters: schema name, type name."""
+    """The labels of an enum type in their sort order. Parameters: nspname, type_name."""
     return """
     SELECT e.enumlabel
     FROM pg_enum e
     JOIN pg_type t ON t.oid = e.enumtypid
     JOIN pg_namespace n ON n.oid = t.typnamespace
-    WHERE n.nspname = %s AND t.typname = %s
+    WHERE n.nspname = %(nspname)s AND t.typname = %(type_name)s
     ORDER BY e.enumsortorder
     """
 
 
 def types() -> str:
     """The names of the types a schema defines itself (enums, composites of no table). Parameter:
-    schema name."""
+    nspname."""
     return """
     SELECT t.typname
     FROM pg_type t
     JOIN pg_namespace n ON n.oid = t.typnamespace
     LEFT JOIN pg_class c ON c.oid = t.typrelid
-    WHERE n.nspname = %s
+    WHERE n.nspname = %(nspname)s
       AND (t.typtype IN ('e', 'd', 'r', 'm') OR (t.typtype = 'c' AND c.relkind = 'c'))
     ORDER BY t.typname
     """
 
 
 def version_table() -> str:
-    """The version table's oid, NULL when it does not exist. Parameter: its quoted qualified name."""
-    return "SELECT to_regclass(%s)"
+    """The version table's oid, NULL when it does not exist. Parameter: relation, its quoted qualified name."""
+    return "SELECT to_regclass(%(relation)s)"
 
 
 def versions(schema: str) -> str:

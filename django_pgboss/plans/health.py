@@ -116,11 +116,11 @@ def drop_index_concurrently(schema: str, index: str) -> str:
 
 def claim_reindex(schema: str) -> str:
     """Claim the reindex interval (version.reindex_on), pg-boss's claim, so one instance in a
-    deployment rebuilds per interval. Parameter: the interval in seconds. A row back means ours."""
+    deployment rebuilds per interval. Parameter: interval (seconds). A row back means ours."""
     return f"""
     UPDATE {schema}.version
     SET reindex_on = {schema}.job_now()
-    WHERE EXTRACT(EPOCH FROM ({schema}.job_now() - COALESCE(reindex_on, {schema}.job_now() - interval '1 week'))) >= %s
+    WHERE EXTRACT(EPOCH FROM ({schema}.job_now() - COALESCE(reindex_on, {schema}.job_now() - interval '1 week'))) >= %(interval)s
     RETURNING true
     """
 

@@ -88,31 +88,31 @@ def read_catalog(cursor: Any, schema: str) -> Catalog:
     that does not exist gives an empty Catalog with ``exists`` False.
     """
     norm = schema_normaliser(schema)
-    cursor.execute(plans.schema_exists(), [schema])
+    cursor.execute(plans.schema_exists(), {"nspname": schema})
     if cursor.fetchone() is None:
         return Catalog(exists=False)
     catalog = Catalog()
-    cursor.execute(plans.tables(), [schema])
+    cursor.execute(plans.tables(), {"nspname": schema})
     for name, relkind, parent, bound in cursor.fetchall():
         catalog.tables[name] = relkind
         if parent is not None:
             catalog.partitions[name] = (parent, norm(bound) or "")
-    cursor.execute(plans.columns(), [schema])
+    cursor.execute(plans.columns(), {"nspname": schema})
     for table, column, type_, not_null, default in cursor.fetchall():
         catalog.columns.setdefault(table, {})[column] = Column(norm(type_) or "", not_null, norm(default))
-    cursor.execute(plans.indexes(), [schema])
+    cursor.execute(plans.indexes(), {"nspname": schema})
     for name, table, definition, valid, backed in cursor.fetchall():
         catalog.indexes[name] = Index(table, norm(definition) or "", valid, backed)
-    cursor.execute(plans.constraints(), [schema])
+    cursor.execute(plans.constraints(), {"nspname": schema})
     for table, name, definition in cursor.fetchall():
         catalog.constraints.setdefault(table, {})[name] = norm(definition) or ""
-    cursor.execute(plans.functions(), [schema])
+    cursor.execute(plans.functions(), {"nspname": schema})
     for name, arguments, result, language, volatility, body in cursor.fetchall():
         catalog.functions.setdefault(name, []).append(
             Function(norm(arguments) or "", norm(result) or "", language, volatility, norm(body) or "")
         )
-    cursor.execute(plans.types(), [schema])
+    cursor.execute(plans.types(), {"nspname": schema})
     catalog.types = [name for (name,) in cursor.fetchall()]
-    cursor.execute(plans.enum_labels(), [schema, "job_state"])
+    cursor.execute(plans.enum_labels(), {"nspname": schema, "type_name": "job_state"})
     catalog.enum = [label for (label,) in cursor.fetchall()]
     return catalog
