@@ -11,12 +11,15 @@ import io
 import json
 import os
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
+from django.test import override_settings
 
 from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
@@ -28,6 +31,10 @@ from tests.conftest import database_url, pgboss_schema_option
 pytestmark = [pytest.mark.node, pytest.mark.django_db(transaction=True)]
 
 LEGACY_SCRIPT = Path(__file__).resolve().parent / "node" / "legacy.mjs"
+#: Releases before these refuse a schema name that needs quotes (pg-boss's own name check), so no
+#: user of theirs can have one: they install into a bare-named schema of their own instead.
+QUOTED_NAME_RELEASES = {"12.30.0", "12.34.0"}
+BARE_SCHEMA = "pgboss_legacy"
 #: The release each folder holds and the schema version it installs.
 RELEASES = {"11.0.7": 25, "11.1.2": 26, "12.0.0": 26, "12.20.0": 31, "12.30.0": 40, "12.34.0": 42}
 
@@ -100,6 +107,20 @@ def jobs_by_id() -> dict[str, tuple]:
         return {row[0]: row[1:] for row in cursor.fetchall()}
 
 
+@contextmanager
+def schema_for(release: str):
+    """The configured schema, or BARE_SCHEMA for a release that cannot spell it (dropped after)."""
+    if release in QUOTED_NAME_RELEASES or quote_identifier(pgboss_settings.SCHEMA) == pgboss_settings.SCHEMA:
+        yield
+        return
+    try:
+        with override_settings(PGBOSS={**settings.PGBOSS, "SCHEMA": BARE_SCHEMA}):
+            yield
+    finally:
+        execute(f"DROP SCHEMA IF EXISTS {BARE_SCHEMA} CASCADE")
+        MigrationRecorder(connection).migration_qs.filter(app="pgboss").delete()
+
+
 @pytest.fixture
 def empty_database():
     """No pgboss schema and no pgboss migration recorded; the suite's schema is back afterwards."""
@@ -120,6 +141,11 @@ def test_every_upgrade_step_has_its_file_and_the_chain_reaches_43():
 
 @pytest.mark.parametrize("release", list(RELEASES))
 def test_migrate_upgrades_an_older_pg_boss_schema_and_every_job_survives(empty_database, run_pgboss, release):
+    with schema_for(release):
+        check_upgrade(release, run_pgboss)
+
+
+def check_upgrade(release: str, run_pgboss) -> None:
     installed = run_legacy(release)
     assert installed["release"] == release
     with connection.cursor() as cursor:
@@ -180,6 +206,11 @@ def test_a_failed_upgrade_changes_nothing_and_names_the_difference(empty_databas
 
 
 def test_a_schema_older_than_the_steps_is_refused_saying_what_to_do(empty_database):
+    with schema_for("11.0.7"):
+        refuse_older_than_25()
+
+
+def refuse_older_than_25() -> None:
     run_legacy("11.0.7")
     execute(f"UPDATE {q()}.version SET version = 24")
     with pytest.raises(
