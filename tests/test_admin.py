@@ -8,6 +8,7 @@ import re
 
 import pytest
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
+from django.contrib.admin.utils import quote
 from django.test import Client
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
@@ -168,7 +169,7 @@ def test_job_page_pretty_prints_data_output_and_source_output(admin_client, dead
     copy_page = admin_client.get(reverse("admin:pgboss_job_change", args=[copy])).content.decode()
     # The copy's source output is the failed job's output.
     assert copy_page.count("&quot;message&quot;: &quot;card declined&quot;") == 1
-    assert reverse("admin:pgboss_job_lineage", args=[copy]) in copy_page
+    assert reverse("admin:pgboss_job_lineage", args=[quote(f"orders-dlq/{copy}")]) in copy_page
 
 
 def test_job_page_offers_only_the_actions_that_apply(admin_client, dead_lettered):
@@ -189,6 +190,12 @@ def test_job_page_offers_only_the_actions_that_apply(admin_client, dead_lettered
 # -- actions --------------------------------------------------------------------------------------
 
 
+def key(job_id: str) -> str:
+    """The admin's name for a job, "<queue>/<id>" (admin/job_keys.py)."""
+    ((name,),) = rows("SELECT name FROM {s}.job WHERE id = %s", [job_id])
+    return f"{name}/{job_id}"
+
+
 def post_action(client: Client, action: str, ids: list[str], **extra):
     return client.post(JOBS, {"action": action, "_selected_action": ids, "index": 0, **extra}, follow=True)
 
@@ -206,10 +213,10 @@ def test_retry_action_retries_failed_jobs_through_boss_and_logs_it(admin_client,
     ]
     assert state_of(first) == state_of(second) == "retry"
     assert state_of(dead_lettered["waiting"]) == "created"
-    entries = LogEntry.objects.filter(action_flag=CHANGE, object_id__in=[first, second])
+    entries = LogEntry.objects.filter(action_flag=CHANGE, object_id__in=[key(first), key(second)])
     assert entries.count() == 2
     assert all("retry through django_pgboss" in e.change_message for e in entries)
-    history = page_text(admin_client.get(reverse("admin:pgboss_job_history", args=[first])))
+    history = page_text(admin_client.get(reverse("admin:pgboss_job_history", args=[quote(key(first))])))
     assert "admin retry through django_pgboss (2 of 3 changed)" in history
 
 
@@ -223,22 +230,23 @@ def test_cancel_then_resume_through_boss(admin_client, dead_lettered):
         "Resumed 1 of 1 selected jobs."
     ]
     assert state_of(waiting) == "created"
-    assert LogEntry.objects.filter(object_id=waiting, action_flag=CHANGE).count() == 2
+    assert LogEntry.objects.filter(object_id=key(waiting), action_flag=CHANGE).count() == 2
 
 
 def test_delete_action_deletes_through_boss_and_logs_a_deletion(admin_client, dead_lettered):
     first = dead_lettered["failed"][0]
-    response = post_action(admin_client, "delete_jobs", [first])
+    first_key = key(first)
+    response = post_action(admin_client, "delete_jobs", [first_key])
     assert messages_of(response) == ["Deleted 1 of 1 selected jobs."]
     assert state_of(first) is None
-    assert LogEntry.objects.get(object_id=first).action_flag == DELETION
+    assert LogEntry.objects.get(object_id=first_key).action_flag == DELETION
 
 
 def test_the_job_page_buttons_run_the_action_and_come_back(admin_client, dead_lettered):
     first = dead_lettered["failed"][0]
-    page = reverse("admin:pgboss_job_change", args=[first])
-    form = {"action": "retry_jobs", "_selected_action": [first], "_return_to_job": first}
-    assert f'name="_return_to_job" value="{first}"' in admin_client.get(page).content.decode()
+    page = reverse("admin:pgboss_job_change", args=[quote(key(first))])
+    form = {"action": "retry_jobs", "_selected_action": [key(first)], "_return_to_job": key(first)}
+    assert f'name="_return_to_job" value="{key(first)}"' in admin_client.get(page).content.decode()
     # The button form carries no "index": the changelist runs the action all the same.
     response = admin_client.post(JOBS, form, follow=True)
     assert response.redirect_chain == [(page, 302)]

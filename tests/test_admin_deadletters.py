@@ -6,6 +6,7 @@ import re
 
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.utils import quote
 from django.urls import reverse
 
 from django_pgboss import boss
@@ -57,7 +58,7 @@ def test_redrive_shows_a_preview_then_moves_the_jobs(admin_client, queues):
         ("invoices", 1),
         ("orders", 2),
     ]
-    entries = LogEntry.objects.filter(action_flag=CHANGE, object_id__in=copies)
+    entries = LogEntry.objects.filter(action_flag=CHANGE, object_id__in=[f"dlq/{copy}" for copy in copies])
     assert entries.count() == 3
     assert all(
         re.search(r"redrive from dlq to (orders|invoices): moved, now job ", e.change_message)
@@ -95,7 +96,7 @@ def test_a_conflicting_job_is_failed_in_place_and_reported(admin_client, queues)
     # The conflict shows on the copy's page, pretty-printed.
     page = admin_client.get(reverse("admin:pgboss_job_change", args=[copy])).content.decode()
     assert "&quot;reason&quot;: &quot;redrive_conflict&quot;" in page
-    log = LogEntry.objects.get(object_id=copy)
+    log = LogEntry.objects.get(object_id=f"dlq/{copy}")
     assert log.change_message == "redrive from dlq to invoices: conflict: failed in place"
 
 
@@ -192,7 +193,7 @@ def test_lineage_shows_every_hop_across_two_round_trips(admin_client, two_round_
     assert re.search(r"State failed Retry count 0 .*trip 1 failed", text)
     assert re.search(r"3\. Redriven in orders this job Job \S+ State created Retry count 0", text)
     for job_id in (root, redriven1, redriven2):
-        assert reverse("admin:pgboss_job_change", args=[job_id]) in body
+        assert reverse("admin:pgboss_job_change", args=[quote(f"orders/{job_id}")]) in body
     assert reverse("admin:pgboss_queue_change", args=["orders"]) in body
 
 
@@ -215,14 +216,17 @@ def test_lineage_includes_dead_letter_copies_still_waiting(admin_client, two_rou
 def test_every_job_page_links_to_its_lineage(admin_client, two_round_trips):
     root = two_round_trips[0]
     page = admin_client.get(reverse("admin:pgboss_job_change", args=[root])).content.decode()
-    assert f'href="{reverse("admin:pgboss_job_lineage", args=[root])}" id="pgboss-lineage-link"' in page
+    lineage = reverse("admin:pgboss_job_lineage", args=[quote(f"orders/{root}")])
+    assert f'href="{lineage}" id="pgboss-lineage-link"' in page
 
 
 @pytest.mark.parametrize("bad", ["not-a-uuid", "123", "0000"])
 def test_a_malformed_lineage_id_gives_a_message_not_an_error(admin_client, bad):
     response = admin_client.get(reverse("admin:pgboss_job_lineage", args=[bad]), follow=True)
     assert response.status_code == 200
-    assert messages_of(response) == [f"'{bad}' is not a job id: a job id is a UUID."]
+    assert messages_of(response) == [
+        f"'{bad}' is not a job id: a job is named <queue>/<job id>, the id a UUID."
+    ]
 
 
 def test_an_unknown_lineage_id_says_so(admin_client):

@@ -18,7 +18,7 @@ import uuid
 from typing import Any
 from urllib.parse import urlencode
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
@@ -27,11 +27,13 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from django_pgboss.admin import charts
+from django_pgboss.admin import charts, request_checks
+from django_pgboss.admin.job_keys import JobKeyAdminMixin, job_key, parse_job_key
 from django_pgboss.admin.views import job_actions, lineage, purge, redrive, schedules
 from django_pgboss.admin.views import throughput as throughput_views
 from django_pgboss.admin.views.common import pretty_json
 from django_pgboss.constants import JobState, QueuePolicy
+from django_pgboss.exceptions import PgBossError
 from django_pgboss.models import Job, Queue, QueueStats, Schedule, Warning
 
 
@@ -46,6 +48,26 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    #: Whether the list's query string may hold the job table's uuid and state lookups.
+    checks_job_fields = False
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
+        # No text PostgreSQL stores holds a NUL: the lookup could only fail, so nothing has it.
+        if "\x00" in str(object_id):
+            return None
+        return super().get_object(request, object_id, from_field)
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        # Filters PostgreSQL would refuse (a NUL, a state that is not one, a malformed id) are
+        # dropped with a message before the query runs, instead of failing it with a server error.
+        found = request_checks.problems(request.GET, job_fields=self.checks_job_fields)
+        if found:
+            for problem in found:
+                messages.warning(request, problem)
+            kept = request_checks.without(request.GET, job_fields=self.checks_job_fields)
+            return HttpResponseRedirect(request.path + (f"?{kept}" if kept else ""))
+        return super().changelist_view(request, extra_context)
 
 
 def _pretty(value: Any) -> str:
@@ -117,7 +139,13 @@ class QueueAdmin(ReadOnlyAdmin):
         # Kept on the row object: the rate and the sparkline columns of one row share one query.
         cached: throughput_views.Throughput | None = vars(obj).get("_pgboss_throughput")
         if cached is None:
-            cached = vars(obj)["_pgboss_throughput"] = throughput_views.queue_throughput(obj.name)
+            try:
+                cached = throughput_views.queue_throughput(obj.name)
+            except PgBossError:
+                # A queue created through the schema's own SQL (as pg-boss Node may) with a name
+                # the API refuses: its row shows, without throughput, rather than failing the list.
+                cached = throughput_views.Throughput(None, [])
+            vars(obj)["_pgboss_throughput"] = cached
         return cached
 
     @admin.display(description="completed/min (1 h)")
@@ -172,12 +200,17 @@ class QueueAdmin(ReadOnlyAdmin):
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
     ) -> HttpResponse:
         extra = dict(extra_context or {})
-        # The URL carries the name quoted (admin quote(), so a "/" survives); Django's own view
-        # unquotes it before get_object(), and so must this one.
+        # The URL carries the name through the admin's quote() ("emails_dlq" as "emails_5Fdlq"),
+        # and Django's own change view unquotes it before looking the object up: so must this.
         obj = self.get_object(request, unquote(object_id))
         if obj is not None and self.has_view_permission(request, obj):
-            extra.update(throughput_views.queue_charts_context(request, obj.name))
-            extra["queue_jobs_url"] = reverse("admin:pgboss_job_changelist") + f"?name={quote(obj.name)}"
+            try:
+                extra.update(throughput_views.queue_charts_context(request, obj.name))
+            except PgBossError as exc:
+                messages.warning(request, f"No throughput charts for this queue: {exc}")
+            extra["queue_jobs_url"] = (
+                reverse("admin:pgboss_job_changelist") + "?" + urlencode({"name": obj.name})
+            )
             extra["purge_links"] = purge.purge_links(request, obj)
             extra.update(purge.blocked_keys_context(obj))
         return super().change_view(request, object_id, form_url, extra)
@@ -219,8 +252,13 @@ JOB_ACTION_PERMISSIONS = {
 
 
 @admin.register(Job)
-class JobAdmin(ReadOnlyAdmin):
-    """Jobs: filter, search, read payload and output, and act on them through Boss."""
+class JobAdmin(JobKeyAdminMixin, ReadOnlyAdmin):
+    """Jobs: filter, search, read payload and output, and act on them through Boss.
+
+    A job is named by its queue and id (admin/job_keys.py): two queues may hold one id.
+    """
+
+    checks_job_fields = True
 
     # What an operator looks for first (state, why it failed, where it came from) comes first.
     list_display = [
@@ -373,14 +411,14 @@ class JobAdmin(ReadOnlyAdmin):
         # *args, **kwargs: Django 6.1 passes where the action form was (action_location).
         response = super().response_action(request, queryset, *args, **kwargs)
         # An action run from a job's own page returns there, while the job still exists.
-        back = request.POST.get("_return_to_job")
-        if isinstance(response, HttpResponseRedirect) and back:
-            try:
-                job_id = uuid.UUID(back)
-            except ValueError:
-                return response
-            if Job.objects.filter(id=job_id).exists():
-                return HttpResponseRedirect(reverse("admin:pgboss_job_change", args=[quote(str(job_id))]))
+        back = parse_job_key(request.POST.get("_return_to_job", ""))
+        if (
+            isinstance(response, HttpResponseRedirect)
+            and back is not None
+            and back.name is not None
+            and Job.objects.filter(back.as_q()).exists()
+        ):
+            return HttpResponseRedirect(reverse("admin:pgboss_job_change", args=[quote(str(back))]))
         return response
 
     def get_urls(self) -> list:
@@ -400,11 +438,22 @@ class JobAdmin(ReadOnlyAdmin):
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
     ) -> HttpResponse:
         extra = dict(extra_context or {})
-        # The URL carries the name quoted (admin quote(), so a "/" survives); Django's own view
-        # unquotes it before get_object(), and so must this one.
+        # Unquoted as Django's own change view does (a queue name holds "_" or "/" quoted).
         obj = self.get_object(request, unquote(object_id))
+        holders = self.queues_holding(request, unquote(object_id)) if obj is None else []
+        if len(holders) > 1:
+            job_id = unquote(object_id)
+            messages.warning(
+                request,
+                f"Queues {', '.join(map(repr, holders))} each hold a job with id {job_id}: pick one.",
+            )
+            return HttpResponseRedirect(
+                reverse("admin:pgboss_job_changelist") + "?" + urlencode({"q": job_id})
+            )
         if obj is not None:
-            extra["lineage_url"] = reverse("admin:pgboss_job_lineage", args=[quote(str(obj.id))])
+            extra["job_key"] = job_key(obj)
+            extra["history_url"] = reverse("admin:pgboss_job_history", args=[quote(job_key(obj))])
+            extra["lineage_url"] = reverse("admin:pgboss_job_lineage", args=[quote(job_key(obj))])
             extra["job_actions"] = [
                 (name, label)
                 for name, label, verb, states in (

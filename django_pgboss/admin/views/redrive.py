@@ -10,6 +10,7 @@ from django.contrib.admin.models import CHANGE
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from django_pgboss.admin.job_keys import job_key
 from django_pgboss.admin.views.common import log_entry
 from django_pgboss.api.boss import boss
 from django_pgboss.exceptions import PgBossError
@@ -61,7 +62,7 @@ def redrive_view(model_admin: ModelAdmin, request: HttpRequest, queryset: Any) -
         "destination": destination or "",
         "queues": list(Queue.objects.values_list("name", flat=True)),
         "action_checkbox_name": "_selected_action",
-        "selected_ids": [str(job.id) for job in jobs],
+        "selected_ids": [job_key(job) for job in jobs],
         "movable": sum(p["preview"].total - p["preview"].unroutable for p in previews),
     }
     return TemplateResponse(request, "admin/pgboss/redrive_confirmation.html", context)
@@ -75,7 +76,7 @@ def _redrive(
     destination: str | None,
 ) -> None:
     moved = conflicted = waiting = 0
-    outcome: dict[str, str] = {}
+    outcome: dict[tuple[str, str], str] = {}
     redriven: list[JobRow] = []
     for name, ids in sorted(by_queue.items()):
         try:
@@ -87,16 +88,17 @@ def _redrive(
         moved += result.moved
         conflicted += result.conflicted
         waiting += result.waiting
-        outcome.update({old: f"moved, now job {new}" for old, new in result.moved_ids})
-        outcome.update(dict.fromkeys(result.conflicted_ids, "conflict: failed in place"))
-        outcome.update(dict.fromkeys(result.waiting_ids, "waiting behind its key"))
+        # Keyed by (queue, id): two dead-letter queues may each hold a job with one id.
+        outcome.update({(name, old): f"moved, now job {new}" for old, new in result.moved_ids})
+        outcome.update({(name, old): "conflict: failed in place" for old in result.conflicted_ids})
+        outcome.update({(name, old): "waiting behind its key" for old in result.waiting_ids})
     if not redriven:
         return
     for job in redriven:
         target = destination or job.source_name
-        what = outcome.get(str(job.id), "not taken (not waiting, or no destination queue)")
+        what = outcome.get((job.name, str(job.id)), "not taken (not waiting, or no destination queue)")
         log_entry(
-            request, JobRow, str(job.id), str(job), CHANGE, f"redrive from {job.name} to {target}: {what}"
+            request, JobRow, job_key(job), str(job), CHANGE, f"redrive from {job.name} to {target}: {what}"
         )
     text = f"Redrive of {len(redriven)} selected job(s): {moved} moved, {conflicted} conflicted"
     if conflicted:

@@ -15,6 +15,7 @@ from django import forms
 from django.contrib import messages
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION
 from django.contrib.admin.utils import quote
+from django.db import DatabaseError, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -91,6 +92,8 @@ class ScheduleForm(forms.Form):
             return json.loads(text)
         except ValueError as exc:
             raise forms.ValidationError(f"Not valid JSON: {exc}.") from None
+        except RecursionError:
+            raise forms.ValidationError("Not storable: the JSON is nested too deeply to read.") from None
 
     def clean(self) -> dict[str, Any]:
         values = super().clean() or {}
@@ -106,7 +109,7 @@ class ScheduleForm(forms.Form):
         return values
 
 
-def _schedule_error_field(exc: PgBossError) -> str | None:
+def _schedule_error_field(exc: Exception) -> str | None:
     if isinstance(exc, InvalidSchedule):
         return "tz" if exc.field == "tz" else "cron"
     lowered = str(exc).lower()
@@ -114,6 +117,10 @@ def _schedule_error_field(exc: PgBossError) -> str | None:
         return "key"
     if "missed" in lowered:
         return "missed"
+    if "key" in lowered:
+        return "key"
+    if "data" in lowered:
+        return "data"
     return None
 
 
@@ -225,19 +232,27 @@ def _schedule_form(
         # are not on this form; an edit keeps them as they were.
         kept = {} if found is None else _send_options_of(found)
         try:
-            boss.schedule(
-                values["name"],
-                values["cron"],
-                values["data"],
-                tz=values["tz"],
-                key=values["key"],
-                missed=values["missed"],
-                **kept,
-            )
+            # A savepoint: should the database refuse a value the API let through, the request's
+            # transaction (ATOMIC_REQUESTS) stays usable and the form says why.
+            with transaction.atomic(using=boss.context.using):
+                boss.schedule(
+                    values["name"],
+                    values["cron"],
+                    values["data"],
+                    tz=values["tz"],
+                    key=values["key"],
+                    missed=values["missed"],
+                    **kept,
+                )
         except QueueNotFound as exc:
             form.add_error("name", str(exc))
-        except PgBossError as exc:
+        except (PgBossError, ValueError, TypeError) as exc:
+            # The API's refusals of bad input (package errors, or ValueError / TypeError).
             form.add_error(_schedule_error_field(exc), str(exc))
+        except RecursionError:
+            form.add_error("data", "Not storable: the JSON is nested too deeply.")
+        except DatabaseError as exc:
+            form.add_error(None, f"The database refused this schedule: {exc}")
         else:
             text = f"{values['name']} {values['key']}".rstrip()
             log_entry(
