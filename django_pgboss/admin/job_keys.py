@@ -13,21 +13,25 @@ import functools
 import operator
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.contrib.admin.models import CHANGE, DELETION
+from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.admin.utils import quote
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from django_pgboss.admin.views.common import log_entry
+
+if TYPE_CHECKING:
+    from django.http.request import _ImmutableQueryDict
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +86,7 @@ def selected_keys(values: list[str]) -> tuple[list[JobKey], list[str]]:
     return keys, bad
 
 
-class JobKeyAdminMixin:
+class JobKeyAdminMixin(admin.ModelAdmin):
     """What makes a ModelAdmin of jobs name each job by (queue, id) instead of its ORM key.
 
     The ORM key of the Job model is ``id`` alone (the admin needs a single-field key); this
@@ -108,7 +112,7 @@ class JobKeyAdminMixin:
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return JobChangeList
 
-    def action_checkbox(self, obj: Any) -> str:
+    def action_checkbox(self, obj: Any) -> SafeString:
         attrs = {
             "class": "action-select",
             "aria-label": format_html(_("Select this object for an action - {}"), str(obj)),
@@ -142,15 +146,14 @@ class JobKeyAdminMixin:
                 # given the ids, that keeps exactly the rows selected above.
                 post = request.POST.copy()
                 post.setlist(ACTION_CHECKBOX_NAME, [str(key.id) for key in keys])
-                request.POST = post
-        return super().response_action(request, queryset, *args, **kwargs)  # type: ignore[misc]
+                request.POST = cast("_ImmutableQueryDict", post)
+        return super().response_action(request, queryset, *args, **kwargs)
 
-    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> None:
-        log_entry(request, type(obj), job_key(obj), str(obj), CHANGE, message)
+    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> LogEntry:
+        return log_entry(request, type(obj), job_key(obj), str(obj), CHANGE, message)
 
-    def log_deletions(self, request: HttpRequest, queryset: Any) -> None:
-        for obj in queryset:
-            log_entry(request, type(obj), job_key(obj), str(obj), DELETION, "")
+    def log_deletions(self, request: HttpRequest, queryset: Any) -> list[LogEntry]:
+        return [log_entry(request, type(obj), job_key(obj), str(obj), DELETION, "") for obj in queryset]
 
 
 class JobChangeList(ChangeList):

@@ -11,13 +11,15 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 
 
-def log_entry(request: HttpRequest, model: type, object_id: str, text: str, flag: int, message: str) -> None:
+def log_entry(
+    request: HttpRequest, model: type, object_id: str, text: str, flag: int, message: str
+) -> LogEntry:
     """One admin LogEntry for an object that may no longer exist (or has a composite key)."""
     user_id = request.user.pk
     if user_id is None:
         # The admin serves only logged-in staff; an anonymous request has nothing to act as.
         raise PermissionDenied
-    LogEntry.objects.create(
+    return LogEntry.objects.create(
         user_id=user_id,
         content_type=ContentType.objects.get_for_model(model, for_concrete_model=False),
         object_id=object_id,
