@@ -28,7 +28,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from django_pgboss.admin import charts, request_checks
-from django_pgboss.admin.job_keys import JobKeyAdminMixin, job_key, parse_job_key
+from django_pgboss.admin.job_admin import JobKeyAdminMixin
+from django_pgboss.admin.job_keys import job_key, parse_job_key
 from django_pgboss.admin.views import job_actions, lineage, purge, redrive, schedules
 from django_pgboss.admin.views import throughput as throughput_views
 from django_pgboss.admin.views.common import pretty_json
