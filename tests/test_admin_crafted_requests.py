@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 JOBS = reverse_lazy("admin:pgboss_job_changelist")
 QUEUES = reverse_lazy("admin:pgboss_queue_changelist")
-ADD_SCHEDULE = reverse_lazy("admin:pgboss_queue_schedule_add")
+ADD_SCHEDULE = reverse_lazy("admin:pgboss_schedule_add")
 
 
 @pytest.fixture
