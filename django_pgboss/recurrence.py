@@ -22,6 +22,7 @@ time that occurs twice is the earlier of the two.
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 from dateutil import rrule as dateutil_rrule
 
 from django_pgboss.exceptions import InvalidSchedule
@@ -45,6 +46,10 @@ PREVIEW_MAX_COUNT = 1000
 #: per-minute rule cost milliseconds, a thousand of "29 February" walk four thousand years, so
 #: count alone does not bound the CPU a request can spend (pg-boss bounds both, at a second).
 PREVIEW_TIME_BUDGET_SECONDS = 1.0
+#: The same bound on every other walk: schedule()'s check that a rule has an occurrence left,
+#: a timekeeper pass's reading of one row, the admin's next run. A rule that names days that never
+#: come (30 February) would otherwise be searched to the year 9999 (a minute for an hourly rule).
+EVALUATION_BUDGET_SECONDS = 1.0
 
 # What tells a rule from a cron expression (pg-boss's test): an iCalendar property at the head of
 # a line, or the FREQ part every RRULE carries. No cron field contains "=", ":" or ";".
@@ -88,7 +93,13 @@ _RANGES = {
     "BYMONTH": (1, 12, False),
     "BYSETPOS": (1, 366, True),
 }
+# The most days each month can have (February's in a leap year).
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _BYDAY = re.compile(r"^([+-]?\d{1,2})?(MO|TU|WE|TH|FR|SA|SU)$")
+
+
+class OutOfTime(InvalidSchedule):
+    """A walk ran past its budget (EVALUATION_BUDGET_SECONDS) before it found what it looked for."""
 
 
 def is_rrule(expression: str) -> bool:
@@ -241,6 +252,14 @@ def _check_values(parts: dict[str, str]) -> None:
         # RFC 5545 3.3.10's combinations: an ordinal weekday only within a month or a year.
         if match.group(1) and freq not in ("MONTHLY", "YEARLY"):
             raise _bad("rrule BYDAY with an ordinal (such as -1FR) needs FREQ=MONTHLY or FREQ=YEARLY")
+    if "BYMONTHDAY" in parts:
+        # A day no month named can hold (30 February) never comes, and dateutil would search
+        # every year to 9999 for it, which no time budget can interrupt: refused here instead.
+        months = [int(m) for m in parts["BYMONTH"].split(",")] if "BYMONTH" in parts else range(1, 13)
+        days = [abs(int(d)) for d in parts["BYMONTHDAY"].split(",")]
+        if not any(day <= _MONTH_DAYS[month - 1] for month in months for day in days):
+            month_text = f' in "BYMONTH={parts["BYMONTH"]}"' if "BYMONTH" in parts else ""
+            raise _bad(f'rrule "BYMONTHDAY={parts["BYMONTHDAY"]}" never falls{month_text}')
     if "BYMONTHDAY" in parts and freq == "WEEKLY":
         raise _bad("rrule BYMONTHDAY cannot be used with FREQ=WEEKLY")
     if "BYYEARDAY" in parts and freq in ("DAILY", "WEEKLY", "MONTHLY"):
@@ -373,6 +392,8 @@ class Recurrence:
     _rule: _Rule | None = field(default=None, repr=False)
     _rule_zone: ZoneInfo | None = field(default=None, repr=False)
     _base: dateutil_rrule.rrule | None = field(default=None, repr=False)
+    _count: int | None = field(default=None, repr=False)
+    _clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     @classmethod
     def parse(cls, expression: object, timezone: object, kind: str | None = None) -> Recurrence:
@@ -396,7 +417,10 @@ class Recurrence:
         rule_zone = (rule.dtstart.zone if rule.dtstart is not None else None) or zone
         dtstart = rule.dtstart.wall if rule.dtstart is not None else _EPOCH
         try:
-            parsed = dateutil_rrule.rrulestr(rule.text, dtstart=dtstart, cache=False)
+            # COUNT is counted by the walk itself (see _rule_walls), so the rule dateutil
+            # evaluates is the one COUNT cuts short.
+            text = ";".join(part for part in rule.text.split(";") if not part.startswith("COUNT="))
+            parsed = dateutil_rrule.rrulestr(text, dtstart=dtstart, cache=False)
             if not isinstance(parsed, dateutil_rrule.rrule):  # one RRULE line never makes a set
                 raise ValueError("not a single rule")
             base = parsed
@@ -412,15 +436,22 @@ class Recurrence:
                 base = base.replace(until=until)
         except (ValueError, TypeError) as exc:
             raise _bad(f"rrule expression could not be read: {exc}") from None
-        return cls(RRULE, expression, zone, rule, rule_zone, base)
+        count = int(rule.parts["COUNT"]) if "COUNT" in rule.parts else None
+        return cls(RRULE, expression, zone, rule, rule_zone, base, count)
 
     # -- walking ------------------------------------------------------------------------------
 
-    def walk(self, after: dt.datetime) -> Iterator[dt.datetime]:
-        """The occurrences strictly after ``after``, in order (an endless iterator for most)."""
+    def walk(self, after: dt.datetime, deadline: float | None = None) -> Iterator[dt.datetime]:
+        """The occurrences strictly after ``after``, in order (an endless iterator for most).
+
+        ``deadline`` (on time.monotonic()'s clock; default EVALUATION_BUDGET_SECONDS from now)
+        bounds the walk: a rule's search past it raises OutOfTime (an InvalidSchedule).
+        """
+        if deadline is None:
+            deadline = self._clock() + EVALUATION_BUDGET_SECONDS
         if self.kind == CRON:
             return self._walk_cron(after)
-        return self._walk_rule(after)
+        return self._walk_rule(after, deadline)
 
     def _walk_cron(self, after: dt.datetime) -> Iterator[dt.datetime]:
         # Across a DST change, read as pg-boss's cron-parser reads it. An expression whose hour
@@ -430,34 +461,69 @@ class Recurrence:
         # far past the change as it was past the hour before it (02:30 becomes 03:30). croniter
         # does the first natively; the second is croniter on naive wall time, mapped the way
         # zoneinfo maps a naive time with fold=0, which is exactly those two rules.
+        # croniter bounds its own search (a date that never comes, such as 30 February, ends it
+        # with CroniterBadDateError, read here as the end of the walk).
         six = not self.expression.startswith("@") and len(self.expression.split()) == 6
-        if croniter(self.expression, second_at_beginning=six).expanded[1] == ["*"]:
-            cursor = croniter(self.expression, after.astimezone(self.zone), second_at_beginning=six)
-            while True:
-                yield cursor.get_next(dt.datetime).astimezone(dt.UTC)
-        cursor = croniter(self.expression, _wall_start(after, self.zone), second_at_beginning=six)
+        try:
+            if croniter(self.expression, second_at_beginning=six).expanded[1] == ["*"]:
+                cursor = croniter(self.expression, after.astimezone(self.zone), second_at_beginning=six)
+                while True:
+                    yield cursor.get_next(dt.datetime).astimezone(dt.UTC)
+            cursor = croniter(self.expression, _wall_start(after, self.zone), second_at_beginning=six)
+            walls = iter(lambda: cursor.get_next(dt.datetime), None)
+            yield from self._cron_instants(walls, after)
+        except CroniterBadDateError:
+            return
+
+    def _cron_instants(self, walls: Iterator[dt.datetime], after: dt.datetime) -> Iterator[dt.datetime]:
         last = after
-        while True:
-            instant = cursor.get_next(dt.datetime).replace(tzinfo=self.zone).astimezone(dt.UTC)
+        for wall in walls:
+            instant = wall.replace(tzinfo=self.zone).astimezone(dt.UTC)
             # Two wall times that a spring change maps to one instant run once, in order.
             if instant > last:
                 last = instant
                 yield instant
 
-    def _walk_rule(self, after: dt.datetime) -> Iterator[dt.datetime]:
-        assert self._rule is not None and self._rule_zone is not None and self._base is not None
+    def _walk_rule(self, after: dt.datetime, deadline: float) -> Iterator[dt.datetime]:
+        assert self._rule is not None and self._rule_zone is not None
         zone = self._rule_zone
-        start = _wall_start(after, zone)
-        rules = dateutil_rrule.rruleset(cache=False)
-        rules.rrule(self._fast_forward(start))
-        for moment in self._rule.rdates:
-            rules.rdate(self._wall_of(moment))
-        for moment in self._rule.exdates:
-            rules.exdate(self._wall_of(moment))
-        for wall in rules.xafter(start, inc=True):
+        start = _wall_start(after, zone).replace(microsecond=0)
+        exdates = {self._wall_of(moment) for moment in self._rule.exdates}
+        rdates = sorted(wall for wall in map(self._wall_of, self._rule.rdates) if wall >= start)
+        walls = heapq.merge(self._rule_walls(start, deadline), rdates)
+        previous = None
+        for wall in walls:
+            # A wall time given twice (an RDATE on an occurrence) is one occurrence.
+            if wall == previous or wall in exdates:
+                continue
+            previous = wall
             instant = _instant(wall, zone)
             if instant is not None and instant > after:
                 yield instant
+
+    def _rule_walls(self, start: dt.datetime, deadline: float) -> Iterator[dt.datetime]:
+        """The rule's own occurrences (no RDATE, no EXDATE) at or after ``start``, as wall time.
+
+        A rule with COUNT is walked from its real DTSTART and counted here (dateutil's rule is
+        the endless one COUNT cuts short); any other starts near ``start`` (see _fast_forward).
+        The deadline is looked at every so many steps, which bounds a walk that has occurrences
+        to skip (a large COUNT, a dense rule); what it cannot bound is dateutil's own search for a
+        rule whose days never come, which is why _check_values refuses those it can tell.
+        """
+        assert self._base is not None
+        count = self._count
+        rule = self._base if count is not None else self._fast_forward(start)
+        for seen, wall in enumerate(rule, start=1):
+            if count is not None and seen > count:
+                return
+            if seen % 1024 == 0 and self._clock() > deadline:
+                raise OutOfTime(
+                    f"rrule {self.expression!r}: gave up after {EVALUATION_BUDGET_SECONDS:g}s of "
+                    f"walking, at {wall:%Y-%m-%d %H:%M:%S}",
+                    field="cron",
+                )
+            if wall >= start:
+                yield wall
 
     def _wall_of(self, moment: _Moment) -> dt.datetime:
         assert self._rule_zone is not None
@@ -472,12 +538,10 @@ class Recurrence:
         dateutil walks every occurrence from DTSTART, and a rule without one starts in 1970: half
         a century of minutes before the first one a pass wants. Restarting at a period of the
         same INTERVAL phase, with the parts DTSTART supplied made explicit, changes nothing from
-        that period on. COUNT counts from the real DTSTART, so such a rule is walked from it.
+        that period on (COUNT is not part of the rule here: _rule_walls counts it).
         """
         assert self._rule is not None and self._base is not None
         base, parts = self._base, self._rule.parts
-        if "COUNT" in parts:
-            return base
         start = self._rule.dtstart.wall if self._rule.dtstart is not None else _EPOCH
         freq = parts["FREQ"]
         interval = int(parts.get("INTERVAL", "1"))
@@ -535,15 +599,18 @@ class Recurrence:
         return base.replace(dtstart=restart, **explicit)
 
     def next_after(self, after: dt.datetime) -> dt.datetime | None:
-        """The first occurrence strictly after ``after``, or None when a finite rule has run out."""
+        """The first occurrence strictly after ``after``, or None when a finite rule has run out.
+        Raises OutOfTime when none is found within EVALUATION_BUDGET_SECONDS."""
         return next(iter(self.walk(after)), None)
 
-    def between(self, after: dt.datetime, until: dt.datetime) -> list[dt.datetime]:
+    def between(
+        self, after: dt.datetime, until: dt.datetime, deadline: float | None = None
+    ) -> list[dt.datetime]:
         """Every occurrence in (after, until], in order. For cron, only the latest one: a cron
         expression's occurrences are a minute apart at the closest, so the due window (a minute)
         holds one, and a sub-minute one shares the minute's slot (pg-boss reads it the same way)."""
         found = []
-        for occurrence in self.walk(after):
+        for occurrence in self.walk(after, deadline):
             if occurrence > until:
                 break
             found.append(occurrence)
@@ -558,10 +625,11 @@ class Recurrence:
         the last), so a catch-up after a long outage costs what the nearest occurrence is away,
         not every occurrence of a dense rule since the outage began.
         """
+        deadline = self._clock() + EVALUATION_BUDGET_SECONDS
         upper, width = until, dt.timedelta(hours=1)
         while upper > after:
             lower = max(after, upper - width)
-            found = self.between(lower, upper)
+            found = self.between(lower, upper, deadline)
             if found:
                 return found[-1]
             upper, width = lower, width * 4
@@ -607,16 +675,20 @@ def preview(
         raise InvalidSchedule(
             f"count must be an integer from 1 to {PREVIEW_MAX_COUNT}, not {count!r}", field="count"
         )
+    recurrence._clock = clock
     deadline = clock() + PREVIEW_TIME_BUDGET_SECONDS
     occurrences: list[dt.datetime] = []
-    for occurrence in recurrence.walk(start):
-        occurrences.append(occurrence)
-        if len(occurrences) >= count:
-            break
-        if clock() > deadline:
-            raise InvalidSchedule(
-                f"gave up after {PREVIEW_TIME_BUDGET_SECONDS:g}s with {len(occurrences)} of {count} "
-                f"occurrences of {expression!r}; ask for fewer and page with start",
-                field="count",
-            )
+    try:
+        for occurrence in recurrence.walk(start, deadline):
+            occurrences.append(occurrence)
+            if len(occurrences) >= count:
+                break
+            if clock() > deadline:
+                raise OutOfTime("preview")
+    except OutOfTime:
+        raise InvalidSchedule(
+            f"gave up after {PREVIEW_TIME_BUDGET_SECONDS:g}s with {len(occurrences)} of {count} "
+            f"occurrences of {expression!r}; ask for fewer and page with start",
+            field="count",
+        ) from None
     return occurrences

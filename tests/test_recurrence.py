@@ -286,7 +286,7 @@ def test_a_walk_past_its_time_budget_gives_up_saying_how_far_it_got():
 
 def test_a_finished_rule_previews_as_nothing():
     assert preview("FREQ=DAILY;UNTIL=20200101T000000Z", start=at(2027, 1, 1)) == []
-    assert preview("FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30", start=at(2027, 1, 1)) == []
+    assert preview("DTSTART:20200101T000000\nRRULE:FREQ=DAILY;COUNT=3", start=at(2027, 1, 1)) == []
 
 
 def test_cron_previews_in_the_schedules_zone():
@@ -319,3 +319,31 @@ def test_cron_across_daylight_saving_reads_as_pg_boss_cron_parser_does():
         "2027-11-07 06:30:00",
         "2027-11-07 07:00:00",
     ]
+
+
+def test_a_day_that_no_month_named_can_hold_is_refused():
+    # dateutil would search every year to 9999 for 30 February, beyond any time budget's reach.
+    for expression, message in [
+        ("FREQ=HOURLY;BYMONTH=2;BYMONTHDAY=30", 'rrule "BYMONTHDAY=30" never falls in "BYMONTH=2"'),
+        ("FREQ=YEARLY;BYMONTH=4,6;BYMONTHDAY=-31", 'rrule "BYMONTHDAY=-31" never falls in "BYMONTH=4,6"'),
+    ]:
+        with pytest.raises(InvalidSchedule, match=message):
+            Recurrence.parse(expression, "UTC")
+    assert Recurrence.parse("FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29", "UTC").next_after(at(2027, 1, 1)) == at(
+        2028, 2, 29
+    )
+
+
+def test_a_walk_through_a_huge_count_gives_up_within_its_budget():
+    # COUNT counts from DTSTART, so the seven years of seconds before 2027 are walked, not skipped.
+    rule = Recurrence.parse("DTSTART:20200101T000000\nRRULE:FREQ=SECONDLY;COUNT=500000000", "UTC")
+    began = time.monotonic()
+    with pytest.raises(InvalidSchedule, match="gave up after 1s of walking, at 2020-01-01"):
+        rule.next_after(at(2027, 1, 1))
+    assert time.monotonic() - began < 3
+    with pytest.raises(InvalidSchedule, match="gave up after 1s with 0 of 10 occurrences"):
+        preview(rule.expression, start=at(2027, 1, 1))
+
+
+def test_a_croniter_date_that_never_comes_ends_the_walk():
+    assert preview("0 0 30 2 *", start=at(2027, 1, 1)) == []

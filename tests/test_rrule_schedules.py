@@ -9,11 +9,10 @@ import threading
 
 import pytest
 from django.db import connections
-from django.test import override_settings
 
 from django_pgboss import Boss, InvalidOption, InvalidSchedule, boss
 from django_pgboss.monitor.timekeeper import Timekeeper, run_timekeeper
-from tests.helpers import rows
+from tests.helpers import pgboss_settings_with, rows
 
 pytestmark = [pytest.mark.django_db, pytest.mark.queue("reports")]
 
@@ -199,7 +198,7 @@ def test_a_broken_row_warns_once_with_its_time_zone_not_every_pass(queue, clock,
         [queue, "FREQ=DAILY;BYHOUR=99"],
     )
     timekeeper = Timekeeper(boss.context)
-    with override_settings(PGBOSS={"PERSIST_WARNINGS": True}):
+    with pgboss_settings_with(PERSIST_WARNINGS=True):
         first = timekeeper.tick()
         clock.advance(seconds=31)
         second = timekeeper.tick()
@@ -239,7 +238,7 @@ def test_a_row_whose_kind_disagrees_fires_and_is_relabelled(queue, clock):
 def test_the_cron_interval_is_a_setting_in_pg_boss_range(queue, clock):
     boss.schedule(queue, "* * * * *")
     clock.set_time(at(2027, 1, 1, 9, 0, 5))
-    with override_settings(PGBOSS={"CRON_INTERVAL_SECONDS": 10}):
+    with pgboss_settings_with(CRON_INTERVAL_SECONDS=10):
         timekeeper = Timekeeper(boss.context)
         assert timekeeper.interval_seconds == 10
         assert timekeeper.tick().claimed is True
@@ -249,7 +248,7 @@ def test_the_cron_interval_is_a_setting_in_pg_boss_range(queue, clock):
         assert timekeeper.tick().claimed is True
     for bad in (0, 46, 2.5, "30"):
         with (
-            override_settings(PGBOSS={"CRON_INTERVAL_SECONDS": bad}),
+            pgboss_settings_with(CRON_INTERVAL_SECONDS=bad),
             pytest.raises(InvalidOption, match="cron interval must be an integer from 1 to 45"),
         ):
             Timekeeper(boss.context)
