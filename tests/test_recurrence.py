@@ -338,7 +338,7 @@ def test_a_walk_through_a_huge_count_gives_up_within_its_budget():
     # COUNT counts from DTSTART, so the seven years of seconds before 2027 are walked, not skipped.
     rule = Recurrence.parse("DTSTART:20200101T000000\nRRULE:FREQ=SECONDLY;COUNT=500000000", "UTC")
     began = time.monotonic()
-    with pytest.raises(InvalidSchedule, match="gave up after 1s of walking, at 2020-01-01"):
+    with pytest.raises(InvalidSchedule, match="gave up after 1s of walking, at 2020-"):
         rule.next_after(at(2027, 1, 1))
     assert time.monotonic() - began < 3
     with pytest.raises(InvalidSchedule, match="gave up after 1s with 0 of 10 occurrences"):
