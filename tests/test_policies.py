@@ -89,6 +89,18 @@ def test_key_strict_fifo_runs_each_key_in_order(partition):
     assert set(order) == set(ids)
 
 
+def test_key_strict_fifo_runs_the_jobs_of_one_insert_in_the_order_of_the_list(partition):
+    q = make("key_strict_fifo", partition, retry_limit=0)
+    boss.insert(q, [{"data": {"i": i}, "singleton_key": "k"} for i in range(20)])
+    order = []
+    for _ in range(20):
+        (job,) = boss.fetch(q, batch_size=5)
+        order.append(job.data["i"])
+        boss.complete(q, job)
+    # Their ids are random: ordered by id they would run in any order (1 chance in 20! of this).
+    assert order == list(range(20))
+
+
 def test_key_strict_fifo_failure_blocks_the_key_until_retried_or_deleted(partition):
     q = make("key_strict_fifo", partition, retry_limit=0)
     boss.send(q, singleton_key="k")

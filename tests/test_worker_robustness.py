@@ -213,3 +213,63 @@ def test_a_rolling_deploy_with_a_short_grace_completes_every_job_and_charges_onl
     for job_id in ids:
         (retry_count,) = job_row(job_id, "retry_count")
         assert retry_count == starts[job_id] - 1, (job_id, retry_count, starts[job_id])
+
+
+# -- the database away (issue 13 item 11) ----------------------------------------------------------
+
+
+def testdb(action: str) -> None:
+    import subprocess
+
+    from django.db import connection
+
+    from tests.test_worker import REPO
+
+    connection.close()
+    subprocess.run(["bash", str(REPO / "scripts" / "testdb.sh"), action], check=True, capture_output=True)
+
+
+def test_a_worker_started_without_a_database_says_so_once_and_stops_cleanly_on_sigterm():
+    from tests.test_worker import _peek_stderr, _stderr_seen, start_worker
+
+    worker = start_worker("--queue", "echo", DATABASE_URL="postgres://postgres@127.0.0.1:1/nowhere")
+    try:
+        wait_for(lambda: "the database is not answering" in _peek_stderr(worker), timeout=30)
+        time.sleep(3)  # several retries, which must not log a line each
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        stdout, stderr = worker.communicate(timeout=30)
+    stderr = _stderr_seen.get(worker.pid, "") + stderr
+    assert worker.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert stderr.count("the database is not answering") == 1, stderr
+    assert "stopped before the database answered" in stdout
+
+
+def test_a_worker_waits_for_its_database_and_resumes_promptly_after_a_long_outage():
+    from tests.test_worker import _peek_stderr, _stderr_seen, start_worker
+
+    boss.create_queue("echo")
+    testdb("stop")
+    worker = start_worker("--queue", "echo")
+    try:
+        wait_for(lambda: "the database is not answering" in _peek_stderr(worker), timeout=30)
+        testdb("start")
+        first = boss.send("echo", {"n": 1})
+        wait_for(lambda: job_row(first, "state") == ("completed",), timeout=15, interval=0.1)
+        # Twelve seconds down: a back-off that kept growing would be asleep for up to 10 s more.
+        testdb("stop")
+        time.sleep(12)
+        testdb("start")
+        back = time.monotonic()
+        second = boss.send("echo", {"n": 2})
+        wait_for(lambda: job_row(second, "state") == ("completed",), timeout=30, interval=0.1)
+        resumed = time.monotonic() - back
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=30)
+    stderr = _stderr_seen.get(worker.pid, "") + stderr
+    assert worker.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    print(f"job completed {resumed:.2f}s after the database came back")
+    assert resumed < 3.5, f"jobs resumed {resumed:.1f}s after the database came back"

@@ -31,6 +31,11 @@ _RECORDSET = """
         "heartbeatSeconds" integer"""
 
 
+def _column_names(recordset: str) -> str:
+    """The column names of a recordset definition ("id uuid, ..."), for the WITH ORDINALITY alias."""
+    return ", ".join(column.strip().rsplit(" ", 1)[0] for column in recordset.split(","))
+
+
 def notify_channel() -> str:
     """The LISTEN/NOTIFY channel of a schema, as pg-boss derives it. Parameter: schema_key.
 
@@ -66,11 +71,19 @@ def insert_jobs(
 
     With notify, one pg_notify is issued, and only when some inserted job is runnable now; the
     notification is delivered on commit, with the jobs.
+
+    The jobs keep the list's order: each one's created_on is job_now() plus its position in the
+    array, in microseconds. Every job of a statement would otherwise share job_now() (the
+    transaction's start), and the fetch orders ties by id, which is random: a key_strict_fifo
+    key's jobs ran in any order, and equal-priority jobs of any queue were fetched in any order.
+    pg-boss 12.35's insert has the same tie (created_on = job_now() for every row, heads ordered
+    by created_on, id). A batch of n jobs spans n microseconds, a millisecond for 1,000.
     """
     slot = fragments.singleton_slot(schema, 'j."singletonSeconds"::float8', 'j."singletonOffset"::float8')
     if slots:
         slot = f"""CASE WHEN j."__singletonSlot" IS NOT NULL THEN j."__singletonSlot"::timestamp
         ELSE {slot} END"""
+    recordset = _RECORDSET + ("," + chr(10) + '        "__singletonSlot" text' if slots else "")
     insert = f"""
     INSERT INTO {schema}.{table} ({", ".join(fragments.INSERT_COLUMNS)})
     SELECT
@@ -79,7 +92,7 @@ def insert_jobs(
       j.data,
       COALESCE(j.priority, 0),
       j.start_after,
-      {schema}.job_now(),
+      {schema}.job_now() + (j.position - 1) * interval '1 microsecond',
       j."singletonKey",
       {slot},
       j."groupId",
@@ -96,8 +109,8 @@ def insert_jobs(
       COALESCE(j."heartbeatSeconds", q.heartbeat_seconds)
     FROM (
       SELECT x.*, {fragments.start_after(schema, 'x."startAfter"')} AS start_after
-      FROM json_to_recordset(%(jobs)s::json) AS x ({_RECORDSET}{"," + chr(10) + '        "__singletonSlot" text' if slots else ""}
-      )
+      FROM ROWS FROM (json_to_recordset(%(jobs)s::json) AS ({recordset}
+      )) WITH ORDINALITY AS x ({_column_names(recordset)}, position)
     ) j
     JOIN {schema}.queue q ON q.name = %(name)s
     ON CONFLICT DO NOTHING

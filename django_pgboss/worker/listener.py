@@ -15,11 +15,9 @@ from collections.abc import Callable, Iterable
 import psycopg
 
 from django_pgboss.db.context import DatabaseContext
+from django_pgboss.worker.backoff import UNREACHABLE_MAX_SECONDS, one_line, worth_logging
 
 logger = logging.getLogger("django_pgboss.worker")
-
-#: Longest wait between reconnect attempts.
-MAX_BACKOFF_SECONDS = 10.0
 
 
 class NotifyListener:
@@ -74,7 +72,9 @@ class NotifyListener:
                                 self.wake(notification.payload)
             except psycopg.Error as exc:
                 failures += 1
-                delay = min(MAX_BACKOFF_SECONDS, 0.2 * 2**failures)
+                # Every error here is about the connection itself, so the listener probes at
+                # least once a second: the moment the server answers, it listens again.
+                delay = min(UNREACHABLE_MAX_SECONDS, 0.2 * 2**failures)
                 if not self.connected.is_set() and failures == 1 and not self.ever_connected:
                     # pg-boss's listen_notify_unavailable: LISTEN could not start (a pooler in
                     # transaction mode refuses it, say). Fetching goes on by polling; the listener
@@ -84,7 +84,7 @@ class NotifyListener:
                         exc,
                         extra={"pgboss_warning": "listen_notify_unavailable", "error": str(exc)},
                     )
-                else:
-                    logger.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, delay)
+                elif worth_logging(failures):
+                    logger.warning("LISTEN connection lost (%s); reconnecting in %.1fs", one_line(exc), delay)
                 self.connected.clear()
                 self._stop.wait(delay)

@@ -31,6 +31,7 @@ from django_pgboss.api.jobs import JobStore
 from django_pgboss.exceptions import QueueNotFound
 from django_pgboss.records import Job
 from django_pgboss.wire import EncodedOutput, output_value, storable_text, to_json
+from django_pgboss.worker.backoff import backoff_delay, one_line, when_reachable, worth_logging
 from django_pgboss.worker.listener import NotifyListener
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.settler import SettleItem, Settler
@@ -49,8 +50,6 @@ THREAD_DIED_OUTPUT = {
 }
 #: Longest a fetch loop waits for more free slots while a handler thread may be idle.
 LOW_WATER_WAIT_SECONDS = 0.05
-#: Longest wait between reconnect attempts after a database error.
-MAX_BACKOFF_SECONDS = 10.0
 
 
 @dataclass
@@ -160,7 +159,11 @@ class Worker:
 
     def run(self) -> WorkerStats:
         """Work until stop() (or, bursting, until every queue is empty); returns the stats."""
-        infos = {q.name: q for q in self.boss.get_queues([r.queue for r in self.registrations])}
+        names = [r.queue for r in self.registrations]
+        found = when_reachable(lambda: self.boss.get_queues(names), self._stopping, "the worker")
+        if found is None:
+            return self.stats
+        infos = {q.name: q for q in found}
         for registration in self.registrations:
             if registration.queue not in infos:
                 raise QueueNotFound(
@@ -361,6 +364,8 @@ class Worker:
                     min_priority=registration.min_priority,
                     max_priority=registration.max_priority,
                 )
+                if failures:
+                    logger.info("fetching from %s again after %d database error(s)", name, failures)
                 failures = 0
             except DatabaseError as exc:
                 failures += 1
@@ -414,8 +419,15 @@ class Worker:
             self._stopping.set()
 
     def _database_trouble(self, doing: str, exc: BaseException, failures: int) -> None:
-        delay = min(MAX_BACKOFF_SECONDS, 0.1 * 2**failures)
-        logger.warning("database error while %s (%s); reconnecting in %.1fs", doing, exc, delay)
+        delay = backoff_delay(exc, failures)
+        if worth_logging(failures):
+            logger.warning(
+                "database error while %s (%s); retrying in %.1fs%s",
+                doing,
+                one_line(exc),
+                delay,
+                f" ({failures} failures in a row)" if failures > 1 else "",
+            )
         # A broken connection must be thrown away, not reused: Django reconnects on the next query.
         connections.close_all()
         self._stopping.wait(delay)

@@ -20,6 +20,7 @@ from django_pgboss.exceptions import InvalidOption
 from django_pgboss.management.console import configure_logging
 from django_pgboss.tasks.registrations import worker_tasks
 from django_pgboss.version import version_text
+from django_pgboss.worker.backoff import when_reachable
 from django_pgboss.worker.launch import LaunchError, build_worker
 from django_pgboss.worker.runner import Worker
 
@@ -51,7 +52,10 @@ class Command(BaseCommand):
             "--grace-seconds",
             type=float,
             default=30.0,
-            help="on SIGTERM/SIGINT, how long running handlers may finish before their jobs are failed (default 30)",
+            help=(
+                "on SIGTERM/SIGINT, how long running handlers may finish before their jobs go back "
+                "to the queue (default 30)"
+            ),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -67,8 +71,15 @@ class Command(BaseCommand):
                     raise CommandError(str(exc)) from None
         if options["grace_seconds"] < 0:
             raise CommandError(f"--grace-seconds must be >= 0, not {options['grace_seconds']}")
-        try:
-            worker = build_worker(
+        configure_logging(options["verbosity"])
+        # Installed before the worker exists, so that a stop while waiting for the database (a
+        # worker started before its database, in a container or after a reboot) ends cleanly.
+        waiting = threading.Event()
+        holder: list[Worker] = []
+        self._install_signal_handlers(holder, waiting)
+
+        def build() -> Worker:
+            return build_worker(
                 queues=options["queues"],
                 concurrency=options["concurrency"],
                 batch_size=options["batch_size"],
@@ -78,10 +89,15 @@ class Command(BaseCommand):
                 max_jobs=options["max_jobs"],
                 grace_seconds=options["grace_seconds"],
             )
+
+        try:
+            worker = when_reachable(build, waiting, "the worker")
         except LaunchError as exc:
             raise CommandError(str(exc)) from exc
-        configure_logging(options["verbosity"])
-        self._install_signal_handlers(worker)
+        if worker is None:
+            self.stdout.write("stopped before the database answered: no job was fetched")
+            return
+        holder.append(worker)
         progress = None
         if options["burst"] and sys.stderr.isatty():
             progress = threading.Thread(target=self._progress, args=(worker,), daemon=True)
@@ -94,15 +110,17 @@ class Command(BaseCommand):
             f"{stats.failed} failed, {stats.lost} lost to another attempt"
         )
         if worker.aborted:
-            raise CommandError(
-                "stopped at once by a second signal; running jobs were failed so they are retried"
-            )
+            raise CommandError("stopped at once by a second signal; running jobs were put back in the queue")
 
-    def _install_signal_handlers(self, worker: Worker) -> None:
+    def _install_signal_handlers(self, holder: list[Worker], waiting: threading.Event) -> None:
         received: list[int] = []
 
         def on_signal(signum: int, frame: Any) -> None:
             received.append(signum)
+            if not holder:
+                waiting.set()
+                return
+            worker = holder[0]
             if len(received) == 1:
                 logging.getLogger("django_pgboss.worker").info(
                     "%s: finishing running jobs (send it again to stop at once)", signal.Signals(signum).name
