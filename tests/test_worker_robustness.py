@@ -218,7 +218,7 @@ def test_a_rolling_deploy_with_a_short_grace_completes_every_job_and_charges_onl
 # -- the database away (issue 13 item 11) ----------------------------------------------------------
 
 
-def testdb(action: str) -> None:
+def _testdb(action: str) -> None:
     import subprocess
 
     from django.db import connection
@@ -250,17 +250,17 @@ def test_a_worker_waits_for_its_database_and_resumes_promptly_after_a_long_outag
     from tests.test_worker import _peek_stderr, _stderr_seen, start_worker
 
     boss.create_queue("echo")
-    testdb("stop")
+    _testdb("stop")
     worker = start_worker("--queue", "echo")
     try:
         wait_for(lambda: "the database is not answering" in _peek_stderr(worker), timeout=30)
-        testdb("start")
+        _testdb("start")
         first = boss.send("echo", {"n": 1})
         wait_for(lambda: job_row(first, "state") == ("completed",), timeout=15, interval=0.1)
         # Twelve seconds down: a back-off that kept growing would be asleep for up to 10 s more.
-        testdb("stop")
+        _testdb("stop")
         time.sleep(12)
-        testdb("start")
+        _testdb("start")
         back = time.monotonic()
         second = boss.send("echo", {"n": 2})
         wait_for(lambda: job_row(second, "state") == ("completed",), timeout=30, interval=0.1)
