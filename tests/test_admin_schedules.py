@@ -8,6 +8,7 @@ import datetime as dt
 import pytest
 from django.contrib.admin.models import ADDITION, DELETION, LogEntry
 from django.contrib.admin.models import CHANGE as CHANGED
+from django.contrib.admin.utils import quote
 from django.test import Client
 from django.urls import reverse, reverse_lazy
 
@@ -187,7 +188,9 @@ def test_the_list_links_each_schedules_last_job(admin_client, reports, clock):
     run_timekeeper(boss)
     (job,) = boss.find_jobs("reports")
     page = admin_client.get(LIST).content.decode()
-    assert f'<a href="{reverse("admin:pgboss_job_change", args=[job.id])}">{job.id}</a>' in page
+    url = reverse("admin:pgboss_job_change", args=[quote(f"{job.name}/{job.id}")])
+    assert f'<a href="{url}">{job.id}</a>' in page
+    assert admin_client.get(url).status_code == 200  # the job's own page
     assert "2027-01-05 12:01:00" in page_text(admin_client.get(LIST))
 
 

@@ -20,6 +20,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from django_pgboss.admin.job_keys import key_of
 from django_pgboss.admin.views.common import log_entry, pretty_json, require_permission
 from django_pgboss.api.boss import boss
 from django_pgboss.api.schedules import ScheduleStore, send_options
@@ -147,7 +148,8 @@ def _schedule_row(schedule: Any, now: dt.datetime) -> dict[str, Any]:
         "next_run": next_run,
         "next_run_problem": problem,
         "last_job_url": (
-            reverse("admin:pgboss_job_change", args=[quote(schedule.last_job_id)])
+            # Addressed by (queue, id), as every job page is: the job went to the schedule's queue.
+            reverse("admin:pgboss_job_change", args=[quote(key_of(schedule.name, schedule.last_job_id))])
             if schedule.last_job_id
             else None
         ),
