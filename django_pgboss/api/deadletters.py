@@ -99,16 +99,7 @@ class DeadLetters:
         ids: str | uuid.UUID | Job | Sequence[str | uuid.UUID | Job] | None = None,
         limit: int = 1000,
     ) -> RedriveResult:
-        """Move waiting jobs out of dead-letter queue ``dlq_name``, oldest first, at most ``limit``.
-
-        Each goes back to the queue it came from, or to ``destination``, as a new job with a new
-        id, that queue's current settings, and source_root_id naming its chain's first job.
-        ``source_name``, ``data`` (JSON containment), ``created_before`` and ``ids`` narrow the
-        jobs taken. A job the destination's policy refuses (short, stately, exclusive: its key is
-        taken there) is failed in place with a redrive_conflict output, never lost; a job with no
-        queue to go to stays. Jobs another redrive holds are skipped, so concurrent redrives never
-        move a job twice. Returns a RedriveResult (``int(result)`` is the number moved).
-        """
+        """See Boss.redrive()."""
         params = self._redrive_params(
             dlq_name, destination, source_name, data, created_before, ids, limit=limit
         )
@@ -131,12 +122,7 @@ class DeadLetters:
         created_before: dt.datetime | dt.date | str | None = None,
         ids: str | uuid.UUID | Job | Sequence[str | uuid.UUID | Job] | None = None,
     ) -> RedrivePreview:
-        """What redrive() with the same filter would find, without changing anything.
-
-        Counts every matching job (a preview has no limit): per destination queue, and those with
-        nowhere to go (unroutable). It cannot foresee conflicts: whether the destination's policy
-        accepts a job is known only when it is re-created.
-        """
+        """See Boss.preview_redrive()."""
         params = self._redrive_params(dlq_name, destination, source_name, data, created_before, ids)
         table = self._dead_letter_table(dlq_name, destination)
         with self.context.cursor() as cursor:
