@@ -8,7 +8,7 @@ leaves a LogEntry on the queue and goes back to the queue's page. Each needs its
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -41,11 +41,12 @@ class Purge:
     label: str
     deletes: str
     permission: str
-    states: Sequence[str] | None  # None: every state
+    method: str  # the Boss method that deletes them
 
     def run(self, name: str) -> int:
-        method = {"queued": boss.delete_queued_jobs, "stored": boss.delete_stored_jobs}.get(self.key)
-        return method(name) if method is not None else boss.delete_all_jobs(name)
+        """Delete the queue's jobs through Boss; returns how many were deleted."""
+        delete: Callable[[str], int] = getattr(boss, self.method)
+        return delete(name)
 
 
 PURGES = {
@@ -56,16 +57,18 @@ PURGES = {
             "Delete queued jobs",
             "jobs waiting to run (created or retry)",
             "purge_queued_jobs",
-            WAITING,
+            "delete_queued_jobs",
         ),
         Purge(
             "stored",
             "Delete finished jobs",
             "finished jobs (completed, cancelled or failed)",
             "purge_stored_jobs",
-            FINISHED,
+            "delete_stored_jobs",
         ),
-        Purge("all", "Delete all jobs", "every job, active ones included", "purge_all_jobs", None),
+        Purge(
+            "all", "Delete all jobs", "every job, active ones included", "purge_all_jobs", "delete_all_jobs"
+        ),
     )
 }
 
