@@ -1,8 +1,9 @@
 """Recurrences, pure: cron expressions and RFC 5545 recurrence rules, parsed and walked.
 
-This module reads no settings and touches no database, so schedule(), preview_schedule(), the
-timekeeper and the admin's form all judge an expression the same way, and its tests run without
-PostgreSQL (tests/test_recurrence.py, tests/test_cron.py).
+This module decides an expression's kind, reads cron, and walks both kinds; reading a rule's text
+is django_pgboss.rfc5545's. Neither reads settings or touches the database, so schedule(),
+preview_schedule(), the timekeeper and the admin's form all judge an expression the same way, and
+their tests run without PostgreSQL (tests/test_recurrence.py, tests/test_cron.py).
 
 A schedule's expression is one of two kinds, as pg-boss 12.35 stores them in ``schedule.kind``:
 
@@ -34,6 +35,7 @@ from croniter import CroniterBadDateError, croniter
 from dateutil import rrule as dateutil_rrule
 
 from django_pgboss.exceptions import InvalidSchedule
+from django_pgboss.rfc5545 import EPOCH, FREQUENCIES, WEEKDAYS, Moment, Rule, invalid_rule, parse_rule
 
 CRON = "cron"
 RRULE = "rrule"
@@ -54,48 +56,6 @@ EVALUATION_BUDGET_SECONDS = 1.0
 # What tells a rule from a cron expression (pg-boss's test): an iCalendar property at the head of
 # a line, or the FREQ part every RRULE carries. No cron field contains "=", ":" or ";".
 _RRULE_SHAPE = re.compile(r"^[ \t]*[a-z][a-z0-9-]*[;:]|(?:^|[\s;])FREQ=", re.IGNORECASE | re.MULTILINE)
-_PROPERTY = re.compile(r"^([a-z][a-z0-9-]*)([;:])", re.IGNORECASE)
-_PROPERTIES = ("DTSTART", "RRULE", "RDATE", "EXDATE")
-_DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})$")
-_DATE_TIME = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})(Z?)$", re.IGNORECASE)
-_EPOCH = dt.datetime(1970, 1, 1)
-
-# The recur rule parts of RFC 5545 3.3.10 that dateutil evaluates. A part outside them is refused
-# rather than ignored: "BYHOURS=9" read as no BYHOUR at all is a job at midnight without a word.
-# RFC 7529's RSCALE and SKIP are refused too: dateutil cannot honour them, and a rule evaluated
-# without them runs on other days than its author meant.
-_PARTS = (
-    "FREQ",
-    "UNTIL",
-    "COUNT",
-    "INTERVAL",
-    "BYSECOND",
-    "BYMINUTE",
-    "BYHOUR",
-    "BYDAY",
-    "BYMONTHDAY",
-    "BYYEARDAY",
-    "BYWEEKNO",
-    "BYMONTH",
-    "BYSETPOS",
-    "WKST",
-)
-_FREQUENCIES = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
-_WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
-# Each numeric list part's allowed values: (lowest, highest, whether negatives count from the end).
-_RANGES = {
-    "BYSECOND": (0, 59, False),
-    "BYMINUTE": (0, 59, False),
-    "BYHOUR": (0, 23, False),
-    "BYMONTHDAY": (1, 31, True),
-    "BYYEARDAY": (1, 366, True),
-    "BYWEEKNO": (1, 53, True),
-    "BYMONTH": (1, 12, False),
-    "BYSETPOS": (1, 366, True),
-}
-# The most days each month can have (February's in a leap year).
-_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-_BYDAY = re.compile(r"^([+-]?\d{1,2})?(MO|TU|WE|TH|FR|SA|SU)$")
 
 
 class OutOfTime(InvalidSchedule):
@@ -144,209 +104,6 @@ def parse_cron(expression: object, timezone: object) -> tuple[str, ZoneInfo]:
     return _check_cron(expression), parse_zone(timezone)
 
 
-# -- parsing a rule -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Moment:
-    """A DTSTART, UNTIL, RDATE or EXDATE value: wall time, and the zone it names (None: floating)."""
-
-    wall: dt.datetime
-    zone: ZoneInfo | None
-    is_date: bool
-
-
-def _bad(message: str) -> InvalidSchedule:
-    return InvalidSchedule(message, field="cron")
-
-
-def _parse_moment(text: str, params: dict[str, str], what: str) -> _Moment:
-    zone = None
-    if "TZID" in params:
-        try:
-            zone = ZoneInfo(params["TZID"])
-        except (ZoneInfoNotFoundError, ValueError):
-            raise _bad(f"rrule {what} names an unknown time zone: {params['TZID']!r}") from None
-    value = text.strip()
-    match = _DATE.match(value)
-    try:
-        if match:
-            year, month, day = (int(group) for group in match.groups())
-            return _Moment(dt.datetime(year, month, day), zone, True)
-        match = _DATE_TIME.match(value)
-        if match:
-            year, month, day, hour, minute, second = (int(group) for group in match.groups()[:6])
-            wall = dt.datetime(year, month, day, hour, minute, second)
-            if match.group(7):
-                if zone is not None:
-                    raise _bad(f"rrule {what} {value!r} has both a TZID and a trailing Z")
-                zone = ZoneInfo("UTC")
-            return _Moment(wall, zone, False)
-    except ValueError:
-        pass
-    raise _bad(f"rrule {what} {value!r} is not a date (YYYYMMDD) or a date time (YYYYMMDDTHHMMSS)")
-
-
-def _parse_params(text: str) -> dict[str, str]:
-    params = {}
-    for param in filter(None, text.split(";")):
-        name, _, value = param.partition("=")
-        params[name.upper()] = value
-    return params
-
-
-def _check_parts(rule: str) -> tuple[dict[str, str], str]:
-    """The rule's parts by name (X- parts dropped) and the text dateutil evaluates (no UNTIL:
-    that one is converted to the rule's wall time by the caller)."""
-    parts: dict[str, str] = {}
-    kept = []
-    for part in rule.split(";"):
-        if not part:
-            continue
-        name, _, value = part.partition("=")
-        name = name.strip().upper()
-        value = value.strip().upper()
-        if not value:
-            raise _bad(f'rrule part "{part}" has no value')
-        if name.startswith("X-"):
-            continue  # RFC 5545's extension namespace: nothing to evaluate
-        if name not in _PARTS:
-            raise _bad(f'unsupported part "{part}" in rrule expression')
-        if name in parts:
-            raise _bad(f"rrule expression has more than one {name} part")
-        parts[name] = value
-        if name != "UNTIL":
-            kept.append(f"{name}={value}")
-    if "FREQ" not in parts:
-        raise _bad("rrule expression has no FREQ part")
-    if parts["FREQ"] not in _FREQUENCIES:
-        raise _bad(f'unsupported value in rrule part "FREQ={parts["FREQ"]}"')
-    _check_values(parts)
-    return parts, ";".join(kept)
-
-
-def _integer(name: str, text: str) -> int:
-    if not re.fullmatch(r"[+-]?\d+", text):
-        raise _bad(f'unsupported value in rrule part "{name}={text}"')
-    return int(text)
-
-
-def _check_values(parts: dict[str, str]) -> None:
-    # dateutil refuses some out-of-range values (BYHOUR=25) and evaluates others (BYMONTHDAY=32 as
-    # never), so every range is judged here, where the message can name the part.
-    freq = parts["FREQ"]
-    for name in ("COUNT", "INTERVAL"):
-        if name in parts and _integer(name, parts[name]) < 1:
-            raise _bad(f'unsupported value in rrule part "{name}={parts[name]}": it must be at least 1')
-    for name, (low, high, negative) in _RANGES.items():
-        for item in parts.get(name, "").split(",") if name in parts else ():
-            number = _integer(name, item)
-            if not (low <= number <= high or (negative and -high <= number <= -low)):
-                raise _bad(f'unsupported value in rrule part "{name}={parts[name]}"')
-    if "WKST" in parts and parts["WKST"] not in _WEEKDAYS:
-        raise _bad(f'unsupported value in rrule part "WKST={parts["WKST"]}"')
-    for item in parts.get("BYDAY", "").split(",") if "BYDAY" in parts else ():
-        match = _BYDAY.match(item)
-        if not match or (match.group(1) and not 1 <= abs(int(match.group(1))) <= 53):
-            raise _bad(f'unsupported value in rrule part "BYDAY={parts["BYDAY"]}"')
-        # RFC 5545 3.3.10's combinations: an ordinal weekday only within a month or a year.
-        if match.group(1) and freq not in ("MONTHLY", "YEARLY"):
-            raise _bad("rrule BYDAY with an ordinal (such as -1FR) needs FREQ=MONTHLY or FREQ=YEARLY")
-    if "BYMONTHDAY" in parts:
-        # A day no month named can hold (30 February) never comes, and dateutil would search
-        # every year to 9999 for it, which no time budget can interrupt: refused here instead.
-        months = [int(m) for m in parts["BYMONTH"].split(",")] if "BYMONTH" in parts else range(1, 13)
-        days = [abs(int(d)) for d in parts["BYMONTHDAY"].split(",")]
-        if not any(day <= _MONTH_DAYS[month - 1] for month in months for day in days):
-            month_text = f' in "BYMONTH={parts["BYMONTH"]}"' if "BYMONTH" in parts else ""
-            raise _bad(f'rrule "BYMONTHDAY={parts["BYMONTHDAY"]}" never falls{month_text}')
-    if "BYMONTHDAY" in parts and freq == "WEEKLY":
-        raise _bad("rrule BYMONTHDAY cannot be used with FREQ=WEEKLY")
-    if "BYYEARDAY" in parts and freq in ("DAILY", "WEEKLY", "MONTHLY"):
-        raise _bad(f"rrule BYYEARDAY cannot be used with FREQ={freq}")
-    if "BYWEEKNO" in parts and freq != "YEARLY":
-        raise _bad("rrule BYWEEKNO needs FREQ=YEARLY")
-
-
-@dataclass(frozen=True)
-class _Rule:
-    """A parsed rule: what dateutil evaluates, in wall time of ``zone``."""
-
-    text: str
-    parts: dict[str, str]
-    dtstart: _Moment | None
-    until: _Moment | None
-    rdates: tuple[_Moment, ...]
-    exdates: tuple[_Moment, ...]
-
-
-def _parse_rule(expression: str) -> _Rule:
-    # A line break followed by a space or tab is a fold (RFC 5545 3.1), as long EXDATE lists arrive.
-    text = re.sub(r"\r?\n[ \t]", "", expression)
-    dtstart = None
-    rule = None
-    dates: list[tuple[str, str, dict[str, str]]] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        match = _PROPERTY.match(line)
-        if match is None:
-            name, params, value = "RRULE", {}, line
-        else:
-            name = match.group(1).upper()
-            head, _, value = line.partition(":")
-            params = _parse_params(head[len(match.group(1)) :])
-        if name in ("BEGIN", "END"):
-            raise _bad(
-                "rrule expression should be the DTSTART, RRULE, RDATE and EXDATE lines of a calendar "
-                "entry, without the BEGIN and END lines around them"
-            )
-        if name not in _PROPERTIES:
-            raise _bad(
-                f'unsupported property "{name}" in rrule expression; supported: {", ".join(_PROPERTIES)}'
-            )
-        if name == "DTSTART":
-            if dtstart is not None:
-                raise _bad("rrule expression has more than one DTSTART")
-            dtstart = _parse_moment(value, params, "DTSTART")
-        elif name == "RRULE":
-            if rule is not None:
-                raise _bad("rrule expression has more than one RRULE")
-            rule = value
-        else:
-            if params.get("VALUE", "").upper() == "PERIOD":
-                raise _bad(f"rrule {name} periods are not supported; list dates or date times")
-            dates.append((name, value, params))
-    if rule is None:
-        raise _bad("rrule expression has no RRULE to recur on")
-    parts, evaluated = _check_parts(rule)
-    if dtstart is None and "COUNT" in parts:
-        raise _bad(
-            "rrule expression uses COUNT, which counts occurrences from DTSTART, so it needs a DTSTART of its own"
-        )
-    if "COUNT" in parts and "UNTIL" in parts:
-        raise _bad("rrule expression has both COUNT and UNTIL; RFC 5545 allows one or the other")
-    is_date = dtstart.is_date if dtstart is not None else False
-    until = None
-    if "UNTIL" in parts:
-        until = _parse_moment(parts["UNTIL"], {}, "UNTIL")
-        if until.is_date != is_date:
-            raise _bad("rrule UNTIL must have the same value type as DTSTART (a date, or a date time)")
-    rdates: list[_Moment] = []
-    exdates: list[_Moment] = []
-    for name, value, params in dates:
-        for item in filter(None, value.split(",")):
-            moment = _parse_moment(item, params, name)
-            if moment.is_date != is_date:
-                example = (
-                    f"a date such as {item[:8]}" if is_date else f"a date time such as {item[:8]}T090000"
-                )
-                raise _bad(f'rrule {name} "{item}" must have the same value type as DTSTART: {example}')
-            (rdates if name == "RDATE" else exdates).append(moment)
-    return _Rule(evaluated, parts, dtstart, until, tuple(rdates), tuple(exdates))
-
-
 # -- recurrences ----------------------------------------------------------------------------------
 
 
@@ -389,7 +146,7 @@ class Recurrence:
     kind: str
     expression: str
     zone: ZoneInfo
-    _rule: _Rule | None = field(default=None, repr=False)
+    _rule: Rule | None = field(default=None, repr=False)
     _rule_zone: ZoneInfo | None = field(default=None, repr=False)
     _base: dateutil_rrule.rrule | None = field(default=None, repr=False)
     _count: int | None = field(default=None, repr=False)
@@ -412,10 +169,10 @@ class Recurrence:
             return cls(CRON, expression, parse_zone(timezone))
         if kind != RRULE:
             raise InvalidSchedule(f"kind must be one of: {', '.join(KINDS)}, not {kind!r}", field="cron")
-        rule = _parse_rule(expression)
+        rule = parse_rule(expression)
         zone = parse_zone(timezone)
         rule_zone = (rule.dtstart.zone if rule.dtstart is not None else None) or zone
-        dtstart = rule.dtstart.wall if rule.dtstart is not None else _EPOCH
+        dtstart = rule.dtstart.wall if rule.dtstart is not None else EPOCH
         try:
             # COUNT is counted by the walk itself (see _rule_walls), so the rule dateutil
             # evaluates is the one COUNT cuts short.
@@ -435,7 +192,7 @@ class Recurrence:
                     until = until.replace(hour=23, minute=59, second=59)
                 base = base.replace(until=until)
         except (ValueError, TypeError) as exc:
-            raise _bad(f"rrule expression could not be read: {exc}") from None
+            raise invalid_rule(f"rrule expression could not be read: {exc}") from None
         count = int(rule.parts["COUNT"]) if "COUNT" in rule.parts else None
         return cls(RRULE, expression, zone, rule, rule_zone, base, count)
 
@@ -525,7 +282,7 @@ class Recurrence:
             if wall >= start:
                 yield wall
 
-    def _wall_of(self, moment: _Moment) -> dt.datetime:
+    def _wall_of(self, moment: Moment) -> dt.datetime:
         assert self._rule_zone is not None
         if moment.zone is None:
             return moment.wall
@@ -542,7 +299,7 @@ class Recurrence:
         """
         assert self._rule is not None and self._base is not None
         base, parts = self._base, self._rule.parts
-        start = self._rule.dtstart.wall if self._rule.dtstart is not None else _EPOCH
+        start = self._rule.dtstart.wall if self._rule.dtstart is not None else EPOCH
         freq = parts["FREQ"]
         interval = int(parts.get("INTERVAL", "1"))
         if freq in _UNIT_SECONDS:
@@ -550,7 +307,7 @@ class Recurrence:
         elif freq == "DAILY":
             periods = (target.date() - start.date()).days
         elif freq == "WEEKLY":
-            wkst = _WEEKDAYS.index(parts.get("WKST", "MO"))
+            wkst = WEEKDAYS.index(parts.get("WKST", "MO"))
 
             def week(moment: dt.datetime) -> dt.date:
                 return moment.date() - dt.timedelta(days=(moment.weekday() - wkst) % 7)
@@ -577,7 +334,7 @@ class Recurrence:
                 explicit["bymonthday"] = start.day
             elif freq == "WEEKLY":
                 explicit["byweekday"] = start.weekday()
-        levels = _FREQUENCIES.index(freq)
+        levels = FREQUENCIES.index(freq)
         for name, keyword, level, value in (
             ("BYHOUR", "byhour", 4, start.hour),
             ("BYMINUTE", "byminute", 5, start.minute),
