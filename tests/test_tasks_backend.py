@@ -47,7 +47,7 @@ from django_pgboss.tasks.compat import (
     task_started,
 )
 from django_pgboss.tasks.registrations import task_registrations
-from django_pgboss.worker import runner as worker_module
+from django_pgboss.worker import core as worker_module
 from django_pgboss.worker.runner import Worker
 from tests.helpers import count_jobs, job_row, rows
 from tests.taskapp import tasks

@@ -28,6 +28,17 @@ _TRANSIENT_CLASSES = frozenset({"08", "25", "40", "53", "55", "57", "58"})
 # probes again soon instead of backing off further (see Backoff).
 _UNREACHABLE_CLASSES = frozenset({"08", "57"})
 
+#: What a job still running when the worker stops is failed with, so it is retried elsewhere.
+SHUTDOWN_OUTPUT = {"name": "WorkerShutdown", "message": "the worker stopped while the job was running"}
+#: What a claimed job that never started is failed with, in the one case it cannot be put back
+#: (a stately key with a job already waiting in each state).
+UNSTARTED_OUTPUT = {"name": "WorkerShutdown", "message": "the worker stopped before the job started"}
+#: What the jobs of a handler thread that died are failed with, so they are retried.
+THREAD_DIED_OUTPUT = {
+    "name": "HandlerThreadDied",
+    "message": "the worker thread running the job died before it finished (see the worker's log)",
+}
+
 #: How deep a failure output is copied; anything deeper is cut (an error report, not a payload).
 _MAX_DEPTH = 32
 

@@ -2,7 +2,8 @@
 of the django.tasks backends that are PgBossBackends (settings.TASKS).
 
 The command parses its arguments and prints progress and the outcome; which handlers run on which
-database is django_pgboss.worker.launch's, the running itself django_pgboss.worker.runner's.
+database is django_pgboss.worker.launch's, the running itself django_pgboss.worker.runner's (and
+the modules it assembles).
 """
 
 from __future__ import annotations

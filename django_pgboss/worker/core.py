@@ -1,0 +1,169 @@
+"""What the worker's parts share: its stats, each queue's slots, and the base the parts build on.
+
+The Worker (worker/runner.py) is assembled from one class per responsibility: the fetch loops
+(worker/fetching.py), the handler threads (worker/handlers.py), the heartbeats
+(worker/heartbeats.py) and the stop (worker/shutdown.py). Each part reads and writes the state
+declared on WorkerCore below, always under its one lock (``_lock``), and calls the few helpers it
+defines. Only the stop builds on another part (the handler threads, whose dead ones it must
+replace while it waits); the others import none of their siblings.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_module
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import close_old_connections, connections
+
+from django_pgboss.api.boss import Boss
+from django_pgboss.api.jobs import JobStore
+from django_pgboss.records import Job
+from django_pgboss.worker.backoff import backoff_delay, one_line, worth_logging
+from django_pgboss.worker.listener import NotifyListener
+from django_pgboss.worker.registry import Registration
+from django_pgboss.worker.settler import SettleItem
+
+logger = logging.getLogger("django_pgboss.worker")
+
+
+@dataclass
+class WorkerStats:
+    """What a worker has done so far; read by the command's progress line."""
+
+    fetched: int = 0
+    completed: int = 0
+    failed: int = 0
+    lost: int = 0
+    requeued: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, **counts: int) -> None:
+        """Add to some of the counters at once, under the stats' own lock."""
+        with self.lock:
+            for key, value in counts.items():
+                setattr(self, key, getattr(self, key) + value)
+
+    @property
+    def rate(self) -> float:
+        """Jobs settled per second since the start."""
+        elapsed = max(time.monotonic() - self.started_at, 1e-9)
+        return (self.completed + self.failed) / elapsed
+
+
+def queue_capacity(registration: Registration) -> int:
+    """How many handler units a queue may hold at once, running or claimed and waiting.
+
+    With ``batch`` a unit is one call with up to ``batch_size`` jobs, and ``concurrency`` calls
+    run at once. Without it a unit is one job: ``concurrency`` run, and a ``batch_size`` above that
+    lets a fetch claim ahead, so a queue of short jobs is not fetched one round trip per handful.
+    """
+    if registration.batch:
+        return registration.concurrency
+    return max(registration.concurrency, registration.batch_size)
+
+
+#: A unit of work for a handler thread: the queue's name and the jobs of one handler call.
+Unit = tuple[str, list[Job]]
+
+
+class QueueState:
+    """One queue's slots, its in-flight jobs, and the event that wakes its fetch loop."""
+
+    def __init__(self, registration: Registration) -> None:
+        self.registration = registration
+        self.capacity = queue_capacity(registration)
+        self.free = self.capacity
+        self.in_flight: dict[str, Job] = {}
+        self.last_touch: dict[str, float] = {}
+        self.wake = threading.Event()
+        # Claimed units waiting for one of this queue's own handler threads: a queue's buffer
+        # never runs on another queue's threads, so each keeps to its concurrency.
+        self.work: queue_module.SimpleQueue[Unit | None] = queue_module.SimpleQueue()
+        self.drained = False
+        # Handler results handed to the settler but not yet written: the queue is not drained
+        # while a failed job may still come back for a retry.
+        self.unsettled = 0
+
+
+class WorkerCore:
+    """The state every part of the worker shares, and the helpers they all call.
+
+    Everything here is set up by Worker.__init__ (worker/runner.py); the annotations say what
+    each part may rely on.
+    """
+
+    boss: Boss
+    jobs: JobStore
+    registrations: list[Registration]
+    burst: bool
+    max_jobs: int | None
+    grace_seconds: float
+    listen: bool
+    stats: WorkerStats
+    _queues: dict[str, QueueState]
+    _lock: threading.Condition
+    _stopping: threading.Event
+    _aborting: threading.Event
+    _settle_queue: queue_module.SimpleQueue[SettleItem]
+    _threads: list[threading.Thread]
+    # Each handler thread with its queue, and the unit each one is running, so that the jobs of a
+    # thread that died can be found and failed.
+    _handlers: dict[threading.Thread, QueueState]
+    _current: dict[threading.Thread, Unit]
+    _listener: NotifyListener | None
+    _claimed_total: int
+
+    def _spawn(self, name: str, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _wake(self, name: str) -> None:
+        state = self._queues.get(name)
+        if state is not None:
+            state.wake.set()
+
+    def _wake_all(self) -> None:
+        for state in self._queues.values():
+            state.wake.set()
+
+    def _in_flight_count(self) -> int:
+        return sum(len(state.in_flight) for state in self._queues.values())
+
+    def _stop_when_idle(self) -> None:
+        """With --max-jobs reached, stop once the last claimed job is settled."""
+        if not self._in_flight_count():
+            self._stopping.set()
+
+    def _database_trouble(self, doing: str, exc: BaseException, failures: int) -> None:
+        delay = backoff_delay(exc, failures)
+        if worth_logging(failures):
+            logger.warning(
+                "database error while %s (%s); retrying in %.1fs%s",
+                doing,
+                one_line(exc),
+                delay,
+                f" ({failures} failures in a row)" if failures > 1 else "",
+            )
+        # A broken connection must be thrown away, not reused: Django reconnects on the next query.
+        connections.close_all()
+        self._stopping.wait(delay)
+
+
+def close_old_connections_quietly() -> None:
+    """close_old_connections(), whose failure (a broken connection that will not even close) must
+    not end a handler thread: the next query reconnects."""
+    try:
+        close_old_connections()
+    except Exception:
+        logger.warning("closing an old database connection failed", exc_info=True)
+
+
+def job_ids(jobs: list[Job]) -> str:
+    """The first few ids of ``jobs``, for a log line."""
+    return ", ".join(job.id for job in jobs[:5]) + (" ..." if len(jobs) > 5 else "")

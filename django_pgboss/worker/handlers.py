@@ -1,0 +1,144 @@
+"""The worker's handler threads: each queue's ``concurrency`` threads, and what a handler call ends as.
+
+A thread takes the next unit its queue's fetch loop claimed, calls the handler with it, and hands
+the result to the settler (worker/settler.py). Whatever a handler raises is its jobs' failure; a
+thread that dies anyway (a fault in the loop itself) has its jobs failed and is replaced.
+"""
+
+from __future__ import annotations
+
+import queue as queue_module
+import threading
+
+from django.db import connections
+
+from django_pgboss.records import Job
+from django_pgboss.wire import EncodedOutput, output_value, storable_text, to_json
+from django_pgboss.worker.core import QueueState, WorkerCore, close_old_connections_quietly, job_ids, logger
+from django_pgboss.worker.outcomes import THREAD_DIED_OUTPUT
+from django_pgboss.worker.settler import SettleItem
+
+
+class HandlerThreads(WorkerCore):
+    """Each queue's handler threads (``pgboss-handler-<queue>-<n>``) and their replacement."""
+
+    def _spawn_handler(self, state: QueueState, name: str) -> None:
+        thread = threading.Thread(target=self._handler_loop, args=(state,), name=name, daemon=True)
+        self._handlers[thread] = state
+        thread.start()
+        self._threads.append(thread)
+
+    def _handler_loop(self, state: QueueState) -> None:
+        thread = threading.current_thread()
+        try:
+            while True:
+                try:
+                    unit = state.work.get_nowait()
+                except queue_module.Empty:
+                    # Django closes obsolete connections around each unit of work. After a unit
+                    # the handler already did (the finally below); before one only after idling,
+                    # since back to back the previous unit's "after" is this one's "before".
+                    close_old_connections_quietly()
+                    unit = state.work.get()
+                if unit is None:
+                    return
+                self._current[thread] = unit
+                self._run_handler(*unit)
+        except BaseException:
+            # _run_handler keeps whatever a handler raises; this is a fault in the loop itself.
+            # The thread ends here, and _replace_dead_handlers() fails the jobs it held and starts
+            # another in its place.
+            logger.exception("handler thread %s of %s died", thread.name, state.registration.queue)
+        finally:
+            connections.close_all()
+
+    def _replace_dead_handlers(self) -> None:
+        """Fail the jobs of any handler thread that died and, unless stopping, start a replacement.
+
+        Without this a queue would keep claiming jobs for a thread that no longer runs them, look
+        healthy, and make a stop wait its whole grace period for jobs nobody is running.
+        """
+        for thread, state in list(self._handlers.items()):
+            if thread.is_alive():
+                continue
+            del self._handlers[thread]
+            with self._lock:
+                unit = self._current.pop(thread, None)
+                held = []
+                if unit is not None:
+                    name, jobs = unit
+                    held = [job for job in jobs if state.in_flight.pop(job.id, None) is not None]
+                    for job in held:
+                        state.last_touch.pop(job.id, None)
+                    state.free += 1
+                if held:
+                    state.unsettled += 1
+                    self._settle_queue.put(("fail", name, held, THREAD_DIED_OUTPUT))
+                self._lock.notify_all()
+            state.wake.set()
+            if self._stopping.is_set():
+                # Handler threads end at a stop: one that returned after its stop marker is not
+                # news, and none is replaced any more.
+                continue
+            logger.error(
+                "handler thread %s died%s; replaced it",
+                thread.name,
+                f" running job(s) {job_ids(held)}, which were failed so they retry" if held else "",
+            )
+            self._spawn_handler(state, thread.name)
+
+    def _run_handler(self, name: str, jobs: list[Job]) -> None:
+        state = self._queues[name]
+        registration = state.registration
+        settle: SettleItem | None = None
+        try:
+            result = registration.handler(jobs if registration.batch else jobs[0])
+        except BaseException as exc:
+            # Every way a handler can end is the job's failure, SystemExit and KeyboardInterrupt
+            # included: signals reach only the main thread (which the command's own handlers
+            # serve), so in a handler thread these are the handler's own doing, and letting them
+            # through would end the thread without a word while the queue kept claiming for it.
+            logger.info("job(s) %s of %s failed: %s: %s", job_ids(jobs), name, type(exc).__name__, exc)
+            settle = ("fail", name, jobs, exc)
+        else:
+            try:
+                encoded = to_json(output_value(result), "output")
+            except Exception as exc:
+                # JobDataNotSerializable, and RecursionError for a structure nested deeper than
+                # the encoder goes: the job fails with the reason, the thread carries on.
+                message = storable_text(
+                    f"the handler {registration.label} returned a value that cannot be stored as JSON: {exc}"
+                )
+                logger.error("job(s) %s of %s: %s", job_ids(jobs), name, message)
+                settle = ("fail", name, jobs, {"name": type(exc).__name__, "message": message})
+            else:
+                output = None if encoded is None else EncodedOutput(encoded)
+                settle = ("complete", name, jobs, output)
+        finally:
+            close_old_connections_quietly()
+            with self._lock:
+                self._current.pop(threading.current_thread(), None)
+                state.free += 1
+                for job in jobs:
+                    state.in_flight.pop(job.id, None)
+                    state.last_touch.pop(job.id, None)
+                # Handed to the settler only now, and under the lock: settled before it was
+                # counted, the result would leave the queue undrained for ever; settled before
+                # the job left in_flight, its retry could be claimed under the same id and then
+                # dropped from in_flight; and a stop that finds in_flight empty must find the
+                # result already queued ahead of its own stop marker.
+                if settle is not None:
+                    state.unsettled += 1
+                    self._settle_queue.put(settle)
+                self._lock.notify_all()
+            state.wake.set()
+            if self.max_jobs is not None and self._claimed_total >= self.max_jobs:
+                self._stop_when_idle()
+
+    def _settled(self, name: str, units: int) -> None:
+        """The settler's report that ``units`` handler results of ``name`` are written."""
+        state = self._queues.get(name)
+        if state is not None:
+            with self._lock:
+                state.unsettled = max(state.unsettled - units, 0)
+            state.wake.set()
