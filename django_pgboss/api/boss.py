@@ -223,7 +223,7 @@ class Boss:
         # when one is asked for.
         from django_pgboss.monitor.supervisor import supervise
 
-        return supervise(self._context, queues, interval_seconds=interval_seconds)
+        return supervise(self._context, queues, interval_seconds=interval_seconds, sender=Boss)
 
     def get_reindex_commands(
         self,

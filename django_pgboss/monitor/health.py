@@ -28,6 +28,8 @@ class Health:
     needs two, so a problem is reported from the second pass that sees it, never guessed)."""
 
     context: DatabaseContext
+    #: The class its warnings are sent from (signals.warning_raised): the Monitor's.
+    sender: Any = None
     warned_bloat: set[str] = field(default_factory=set)
     garbage: dict[str, tuple[float, float]] = field(default_factory=dict)  # table -> (dead, last vacuum)
     warned_xmin_horizon: bool = False
@@ -108,6 +110,7 @@ class Health:
                     "bytes": index.bytes,
                     "owned": index.owned,
                 },
+                sender=self.sender,
             )
         self.warned_bloat = still
         return rebuilt
@@ -187,6 +190,7 @@ class Health:
                 f"{worst['table']} has autovacuum_enabled = false, holds {worst['deadTuples']} dead rows and "
                 f"is still growing, and {since} (Postgres would vacuum this table at {worst['budget']})",
                 {**worst, "tables": [r["table"] for r in unvacuumed]},
+                sender=self.sender,
             )
         if stuck and not self.warned_xmin_horizon:
             holder = self._horizon_holder()
@@ -203,6 +207,7 @@ class Health:
                 f"has {worst['deadTuples']} dead rows that a vacuum {worst['vacuumAgeSeconds']}s ago could not "
                 f"reclaim (Postgres vacuums this table at {worst['budget']}).",
                 {**worst, **holder, "tables": [r["table"] for r in stuck]},
+                sender=self.sender,
             )
 
     def _horizon_holder(self) -> dict[str, Any] | None:

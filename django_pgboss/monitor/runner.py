@@ -58,7 +58,7 @@ class Monitor:
             arguments.number("interval_seconds", interval, minimum=MIN_INTERVAL_SECONDS, unit="second")
         )
         self.timekeeper = Timekeeper(self.context) if cron else None
-        self.health = Health(self.context)
+        self.health = Health(self.context, sender=type(self))
         self.on_pass = on_pass
         self.on_cron = on_cron
         self._stop = threading.Event()
@@ -76,7 +76,9 @@ class Monitor:
 
     def supervise(self) -> PassReport:
         """One monitor pass now (see monitor/supervisor.py); the report goes to ``on_pass`` too."""
-        report = supervise(self.context, self.queues, interval_seconds=self.interval_seconds)
+        report = supervise(
+            self.context, self.queues, interval_seconds=self.interval_seconds, sender=type(self)
+        )
         # Index and vacuum health, on the whole schema: its readings are kept between passes.
         self.health.run(report)
         if self.on_pass is not None:

@@ -34,6 +34,7 @@ from typing import Any
 
 from django.db import DatabaseError, InterfaceError, connections
 
+from django_pgboss import signals
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
@@ -56,13 +57,18 @@ __all__ = ["CHUNK_SIZE", "EXPIRED_OUTPUT", "STALLED_OUTPUT", "PassReport", "supe
 
 
 def supervise(
-    boss: Any = None, queues: Iterable[str] | None = None, *, interval_seconds: float | None = None
+    boss: Any = None,
+    queues: Iterable[str] | None = None,
+    *,
+    interval_seconds: float | None = None,
+    sender: Any = None,
 ) -> PassReport:
     """Run one monitor pass over ``queues`` (default: every queue); see the module docstring.
 
     ``boss`` is a Boss or a DatabaseContext (default: settings.PGBOSS's database and schema). A
     queue is counted and swept at most once per ``interval_seconds`` (default
-    PGBOSS["MONITOR_INTERVAL_SECONDS"]), whoever runs the passes.
+    PGBOSS["MONITOR_INTERVAL_SECONDS"]), whoever runs the passes. The pass's warnings are sent as
+    ``signals.warning_raised`` from ``sender`` (the Monitor or Boss class that runs the pass).
     """
     context = DatabaseContext() if boss is None else DatabaseContext.of(boss)
     report = PassReport()
@@ -77,14 +83,14 @@ def supervise(
             chunk = table_queues[start : start + CHUNK_SIZE]
 
             def chunk_pass(queues: list[str] = chunk, table: str = table) -> None:
-                claimed = _count(context, table, queues, persist, interval, report)
+                claimed = _count(context, table, queues, persist, interval, report, sender)
                 if claimed:
                     _fail_silent(context, table, claimed, report)
                 _maintain(context, table, queues, report)
 
             if _isolated(context, chunk_pass) is not None:
                 _queue_by_queue(context, table, chunk, chunk_pass, report)
-    _apply_backoff(context, report)
+    _apply_backoff(context, report, sender)
     _retention(context, persist)
     return report
 
@@ -145,7 +151,13 @@ def _queue_tables(context: DatabaseContext, names: list[str] | None) -> list[tup
 
 
 def _count(
-    context: DatabaseContext, table: str, chunk: list[str], persist: bool, interval: float, report: PassReport
+    context: DatabaseContext,
+    table: str,
+    chunk: list[str],
+    persist: bool,
+    interval: float,
+    report: PassReport,
+    sender: Any,
 ) -> list[str]:
     """Claim the due queues of a chunk and count them; returns the claimed names."""
     schema = context.quoted_schema
@@ -196,6 +208,7 @@ def _count(
                 f'Warning: large queue backlog: queue "{name}" has {queued} jobs in the created or retry '
                 f"state, over its warning threshold of {limit}. Your queue should be reviewed",
                 {"name": name, "queuedCount": queued, "warningQueueSize": threshold},
+                sender=sender,
             )
     return queues
 
@@ -230,7 +243,7 @@ def _maintain(context: DatabaseContext, table: str, chunk: list[str], report: Pa
     report.maintained += due
 
 
-def _apply_backoff(context: DatabaseContext, report: PassReport) -> None:
+def _apply_backoff(context: DatabaseContext, report: PassReport, sender: Any = None) -> None:
     if not report.stats_seconds or not pgboss_settings.MONITOR_VACUUM:
         return
     with context.cursor() as cursor:
@@ -256,6 +269,7 @@ def _apply_backoff(context: DatabaseContext, report: PassReport) -> None:
             "backoffSeconds": remaining,
             "backoffUntil": until.isoformat(),
         },
+        sender=sender,
     )
 
 
@@ -276,15 +290,31 @@ def _retention(context: DatabaseContext, persist: bool) -> None:
             )
 
 
-def warn(source: Any, report: Any, kind: str, message: str, data: dict[str, Any]) -> None:
-    """Log a warning and, with PERSIST_WARNINGS, keep it in the warning table of ``source`` (a
-    DatabaseContext or a Boss); ``report`` (a PassReport or CronReport) lists its kind."""
+def warn(
+    source: Any, report: Any, kind: str, message: str, data: dict[str, Any], *, sender: Any = None
+) -> None:
+    """Log a warning, with PERSIST_WARNINGS keep it in the warning table of ``source`` (a
+    DatabaseContext or a Boss), then send it as ``signals.warning_raised`` from ``sender`` (the class
+    that raised it); ``report`` (a PassReport or CronReport) lists its kind.
+
+    pg-boss emits the warning before it stores it; the signal comes after, so a receiver that reads
+    the warning table finds the row.
+    """
     context = DatabaseContext.of(source)
-    logger.warning(message)
+    logger.warning(message, extra={"pgboss_warning": kind})
     report.warnings.append(kind)
     if pgboss_settings.PERSIST_WARNINGS:
         with context.cursor() as cursor:
             cursor.execute(
                 maintenance_plans.insert_warning(context.quoted_schema),
-                {"type": kind, "message": message, "data": json.dumps(data)},
+                {"type": kind, "message": message, "data": json.dumps(data, default=str)},
             )
+    signals.send(
+        signals.warning_raised,
+        sender,
+        type=kind,
+        message=message,
+        data=data,
+        using=context.using,
+        schema=context.schema,
+    )

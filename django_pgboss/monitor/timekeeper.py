@@ -146,6 +146,7 @@ class Timekeeper:
                         "invalid_schedule",
                         message,
                         {"queue": item.name, "key": item.key, "cron": item.cron, "timezone": item.timezone},
+                        sender=type(self),
                     )
 
             try:

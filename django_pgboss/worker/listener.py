@@ -14,10 +14,14 @@ from collections.abc import Callable, Iterable
 
 import psycopg
 
+from django_pgboss import signals
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.worker.backoff import UNREACHABLE_MAX_SECONDS, one_line, worth_logging
 
 logger = logging.getLogger("django_pgboss.worker")
+
+#: pg-boss's listen_notify_unavailable warning, word for word.
+LISTEN_UNAVAILABLE_MESSAGE = "Failed to start LISTEN/NOTIFY listener. Continuing with polling only."
 
 
 class NotifyListener:
@@ -80,9 +84,20 @@ class NotifyListener:
                     # transaction mode refuses it, say). Fetching goes on by polling; the listener
                     # keeps trying, and wakes every notify queue once it is up.
                     logger.warning(
-                        "Failed to start LISTEN/NOTIFY listener. Continuing with polling only. (%s)",
+                        "%s (%s)",
+                        LISTEN_UNAVAILABLE_MESSAGE,
                         exc,
                         extra={"pgboss_warning": "listen_notify_unavailable", "error": str(exc)},
+                    )
+                    # Sent, not stored: pg-boss's notifier emits this warning without persisting it.
+                    signals.send(
+                        signals.warning_raised,
+                        type(self),
+                        type="listen_notify_unavailable",
+                        message=LISTEN_UNAVAILABLE_MESSAGE,
+                        data={"type": "listen_notify_unavailable", "error": str(exc)},
+                        using=self.context.using,
+                        schema=self.context.schema,
                     )
                 elif worth_logging(failures):
                     logger.warning("LISTEN connection lost (%s); reconnecting in %.1fs", one_line(exc), delay)

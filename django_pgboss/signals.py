@@ -1,0 +1,148 @@
+"""pg-boss's events as Django signals.
+
+pg-boss's objects are event emitters (``boss.on('warning', ...)``, ``'error'``, ``'wip'``,
+``'stopped'``); in Django the same news travels as signals. Each signal below is sent from the
+process that saw the event (a worker's events from that worker's process, a monitor's warnings
+from that monitor's), after the fact it reports is stored, so a receiver that reads the database
+sees what the signal says. Connect receivers as with any Django signal, typically in an
+``AppConfig.ready()``::
+
+    from django.dispatch import receiver
+    from django_pgboss import signals
+
+    @receiver(signals.job_failed)
+    def on_failed(sender, job, will_retry, **kwargs):
+        if not will_retry:
+            alert(f"job {job.id} of {job.name} failed for good")
+
+Every receiver must accept ``**kwargs``: arguments may be added. The ``sender`` of each signal is
+the class of the component that saw the event (``Worker``, ``Monitor``, ``Timekeeper``, ``Boss``);
+the instance comes as an argument where there is one. Receivers run on the thread that sent the
+signal (a worker's handler or settler thread, the monitor's loop): keep them short, since the
+worker waits for them.
+
+An exception in a receiver is logged on the ``django_pgboss.signals`` logger (with its traceback)
+and goes no further: the job, the worker and the monitor carry on as if no receiver were
+connected. Nothing is built for a signal nobody listens to (see ``send()``), so a worker without
+receivers pays one attribute test per event (bench/README.md, "Signals").
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.dispatch import Signal
+
+logger = logging.getLogger("django_pgboss.signals")
+
+__all__ = [
+    "error_raised",
+    "has_receivers",
+    "job_cancelled",
+    "job_completed",
+    "job_dead_lettered",
+    "job_failed",
+    "job_started",
+    "send",
+    "warning_raised",
+    "worker_started",
+    "worker_stopped",
+]
+
+#: A handler is about to run a job. Sent from the handler thread that will run it, once per job (a
+#: ``batch=True`` handler's call sends it for each job of the batch, before the call).
+#: Arguments: ``worker`` (the Worker), ``queue`` (the queue's name), ``job`` (the Job).
+job_started = Signal()
+
+#: A job's completion is stored. Sent from the worker's settler thread once the completion has
+#: committed, only for jobs this attempt completed (a job whose claim was lost to another attempt
+#: sends nothing). Arguments: ``worker``, ``queue``, ``job``, ``output`` (the output stored, as
+#: JSON gives it back: None, a dict, a list, a string or a number).
+job_completed = Signal()
+
+#: A job's failure is stored. Sent from the settler thread after the failure committed.
+#: Arguments: ``worker``, ``queue``, ``job``, ``output`` (the failure document stored, a dict:
+#: ``name``, ``message``, ``traceback`` for an exception), ``exception`` (what the handler raised,
+#: or None when the worker failed the job itself: a shutdown, a handler thread that died, an output
+#: the database would not store) and ``will_retry`` (True when the job went back to the retry
+#: state, False when it failed for good; a job failed for good with a dead-letter queue also sends
+#: ``job_dead_lettered``).
+job_failed = Signal()
+
+#: A job that failed for good was copied to its dead-letter queue. Sent after ``job_failed``, from
+#: the same thread. Arguments: ``worker``, ``queue``, ``job`` (the failed job), ``dead_letter``
+#: (the dead-letter queue's name) and ``dead_letter_id`` (the id of the copy there).
+job_dead_lettered = Signal()
+
+#: The worker set a running job's cancellation signal (``job.signal``): the job is past its
+#: deadline (``expire_in_seconds``), its claim was found gone by a heartbeat, or the worker's stop
+#: grace period ended. Sent from the worker thread that set the signal, after it did. Arguments:
+#: ``worker``, ``queue``, ``job`` and ``reason``: ``"deadline"``, ``"claim_lost"`` or
+#: ``"shutdown"``.
+job_cancelled = Signal()
+
+#: A worker has started: its queues are checked, its threads running. Sent from the thread that
+#: called ``Worker.run()``. Arguments: ``worker`` and ``queues`` (the names it works, in order).
+worker_started = Signal()
+
+#: A worker has stopped: its threads are done and its results written. Sent from the thread that
+#: called ``Worker.run()``, just before it returns. Arguments: ``worker`` and ``stats`` (its
+#: WorkerStats: fetched, completed, failed, lost, requeued).
+worker_stopped = Signal()
+
+#: A warning was raised: one of the monitor's (``queue_backlog``, ``monitor_backoff``,
+#: ``slow_query``, ``index_bloat``, ``xmin_horizon``, ``autovacuum_disabled``), the timekeeper's
+#: (``invalid_schedule``) or the worker listener's (``listen_notify_unavailable``), with the types
+#: and data pg-boss's ``warning`` event carries. Sent after the warning is logged and, with
+#: PERSIST_WARNINGS, stored (the listener's is not stored: pg-boss does not store it either).
+#: ``sender``: Monitor (its passes and health checks), Timekeeper, NotifyListener (the worker's
+#: LISTEN connection), Boss for a pass run by ``Boss.supervise()``, None when the
+#: ``supervise()`` function is called on its own. Arguments: ``type`` (the warning's type, as
+#: stored), ``message`` (its text), ``data`` (its details, a dict, as stored), ``using`` (the
+#: database alias) and ``schema`` (the pg-boss schema).
+warning_raised = Signal()
+
+#: An error the worker or the monitor survived: a database error that interrupted a fetch, a
+#: settle, a heartbeat or a monitor pass (each retried after a back-off), a handler thread that
+#: died. Not a handler's own exception: that is the job's failure (``job_failed``). ``sender``:
+#: Worker or Monitor. Arguments: ``error`` (the exception), ``doing`` (what was interrupted, e.g.
+#: ``"fetching from emails"``) and ``instance`` (the Worker or Monitor).
+error_raised = Signal()
+
+
+def has_receivers(signal: Signal) -> bool:
+    """True when any receiver is connected to ``signal``, whatever its sender.
+
+    The test is one attribute read, so callers use it to skip building a signal's arguments (a
+    decoded output, a snapshot) when nobody listens.
+    """
+    return bool(signal.receivers)
+
+
+def send(signal: Signal, sender: Any, **kwargs: Any) -> None:
+    """Send ``signal`` robustly: every receiver runs, and one that raises is logged, never raised.
+
+    With no receiver connected this returns at once. Django's ``send_robust()`` catches the
+    exception; the log line here names the receiver and the signal, with the traceback, so a broken
+    receiver is seen without ever stopping a worker or a monitor.
+    """
+    if not signal.receivers:
+        return
+    for receiver, result in signal.send_robust(sender, **kwargs):
+        if isinstance(result, BaseException):
+            logger.error(
+                "receiver %s of django_pgboss signal %s raised %s: %s",
+                getattr(receiver, "__qualname__", repr(receiver)),
+                _name(signal),
+                type(result).__name__,
+                result,
+                exc_info=(type(result), result, result.__traceback__),
+            )
+
+
+def _name(signal: Signal) -> str:
+    for name in __all__:
+        if globals().get(name) is signal:
+            return name
+    return repr(signal)

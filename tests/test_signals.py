@@ -1,0 +1,102 @@
+"""django_pgboss.signals: pg-boss's events as Django signals, sent by real monitor passes and real
+workers, with the documented arguments; a receiver that raises is logged and changes nothing."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+
+import pytest
+
+from django_pgboss import boss, signals
+from django_pgboss.api.boss import Boss
+from django_pgboss.monitor.runner import Monitor
+from tests.helpers import pgboss_settings_with, rows
+
+pytestmark = [pytest.mark.django_db, pytest.mark.queue(retry_limit=0)]
+
+
+@contextmanager
+def received(signal):
+    """Connect a receiver that records each sending (sender and arguments) for the block."""
+    calls: list[dict] = []
+
+    def receiver(sender, **kwargs):
+        calls.append({"sender": sender, **kwargs})
+
+    signal.connect(receiver, weak=False)
+    try:
+        yield calls
+    finally:
+        signal.disconnect(receiver)
+
+
+@contextmanager
+def raising(signal):
+    def broken(sender, **kwargs):
+        raise RuntimeError("a broken receiver")
+
+    signal.connect(broken, weak=False)
+    try:
+        yield
+    finally:
+        signal.disconnect(broken)
+
+
+def test_a_backlog_warning_is_sent_after_it_is_stored_with_the_documented_arguments(queue):
+    boss.update_queue(queue, warning_queue_size=2)
+    boss.insert(queue, [{"data": n} for n in range(3)])
+    seen_rows: list[list[tuple]] = []
+
+    def reads_the_table(sender, **kwargs):
+        seen_rows.append(rows("SELECT type FROM {s}.warning"))
+
+    signals.warning_raised.connect(reads_the_table, weak=False)
+    try:
+        with pgboss_settings_with(PERSIST_WARNINGS=True), received(signals.warning_raised) as calls:
+            report, _ = Monitor(cron=False).run_once()
+    finally:
+        signals.warning_raised.disconnect(reads_the_table)
+    assert report.warnings == ["queue_backlog"]
+    (call,) = calls
+    assert call["sender"] is Monitor
+    assert call["type"] == "queue_backlog"
+    assert call["message"].startswith('Warning: large queue backlog: queue "q" has 3 jobs')
+    assert call["data"] == {"name": "q", "queuedCount": 3, "warningQueueSize": 2}
+    assert (call["using"], call["schema"]) == ("default", boss.schema)
+    # The receiver ran after the row was written.
+    assert seen_rows == [[("queue_backlog",)]]
+
+
+def test_boss_supervise_sends_its_warnings_from_boss(queue):
+    boss.update_queue(queue, warning_queue_size=1)
+    boss.insert(queue, [{"data": n} for n in range(2)])
+    with received(signals.warning_raised) as calls:
+        boss.supervise()
+    assert [(c["sender"], c["type"]) for c in calls] == [(Boss, "queue_backlog")]
+
+
+def test_a_receiver_that_raises_is_logged_and_the_pass_and_other_receivers_go_on(queue, caplog):
+    boss.update_queue(queue, warning_queue_size=1)
+    boss.insert(queue, [{"data": n} for n in range(2)])
+    with (
+        pgboss_settings_with(PERSIST_WARNINGS=True),
+        raising(signals.warning_raised),
+        received(signals.warning_raised) as calls,
+        caplog.at_level(logging.ERROR, logger="django_pgboss.signals"),
+    ):
+        report = boss.supervise()
+    assert report.warnings == ["queue_backlog"]
+    assert [c["type"] for c in calls] == ["queue_backlog"]
+    assert rows("SELECT type FROM {s}.warning") == [("queue_backlog",)]
+    (record,) = [r for r in caplog.records if r.name == "django_pgboss.signals"]
+    assert "broken" in record.getMessage() and "warning_raised" in record.getMessage()
+    assert "RuntimeError: a broken receiver" in record.getMessage()
+    assert record.exc_info is not None
+
+
+def test_nothing_is_sent_and_nothing_breaks_without_receivers(queue):
+    assert not signals.has_receivers(signals.warning_raised)
+    boss.update_queue(queue, warning_queue_size=1)
+    boss.insert(queue, [{"data": n} for n in range(2)])
+    assert boss.supervise().warnings == ["queue_backlog"]
