@@ -36,6 +36,9 @@ DEFAULTS: dict[str, Any] = {
     "QUEUE_STATS_RETENTION_DAYS": 7,
     # A queue with more jobs waiting than this (or than its own warning_queue_size) raises a warning.
     "WARNING_QUEUE_SIZE": 10_000,
+    # A monitor statement that takes longer than this many seconds raises a slow_query warning
+    # (pg-boss's warningSlowQuerySeconds).
+    "WARNING_SLOW_QUERY_SECONDS": 30,
     # Warnings are logged; with this they are also kept in the warning table, for this many days.
     "PERSIST_WARNINGS": False,
     "WARNING_RETENTION_DAYS": 365,

@@ -23,6 +23,7 @@ def test_defaults_apply_for_missing_keys():
         "PERSIST_QUEUE_STATS": True,
         "QUEUE_STATS_RETENTION_DAYS": 7,
         "WARNING_QUEUE_SIZE": 10_000,
+        "WARNING_SLOW_QUERY_SECONDS": 30,
         "PERSIST_WARNINGS": False,
         "WARNING_RETENTION_DAYS": 365,
         "MONITOR_VACUUM": True,

@@ -216,3 +216,24 @@ def test_a_listen_that_cannot_start_is_listen_notify_unavailable_and_a_later_los
     assert first.pgboss_warning == "listen_notify_unavailable"
     assert second.getMessage().startswith("LISTEN connection lost")
     assert not hasattr(second, "pgboss_warning")
+
+
+def test_a_monitor_that_only_reports_bloat_reads_the_indexes_once_per_interval():
+    from django.test.utils import CaptureQueriesContext
+
+    def statements() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            health.check_indexes(PassReport())
+        return len(captured.captured_queries)
+
+    # pg-boss's detect-only passes throttle themselves on their own clock, leaving the shared
+    # reindex claim to a monitor that can rebuild.
+    with override_settings(
+        PGBOSS={"SCHEMA": pgboss_settings.SCHEMA, "REINDEX": False, "REINDEX_INTERVAL_SECONDS": 1}
+    ):
+        health = Health(boss.context)
+        assert statements() > 0
+        assert statements() == 0
+        time.sleep(1.05)
+        assert statements() > 0
+        assert fetchall(f"SELECT reindex_on FROM {q()}.version") == [(None,)]

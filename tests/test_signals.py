@@ -100,3 +100,53 @@ def test_nothing_is_sent_and_nothing_breaks_without_receivers(queue):
     boss.update_queue(queue, warning_queue_size=1)
     boss.insert(queue, [{"data": n} for n in range(2)])
     assert boss.supervise().warnings == ["queue_backlog"]
+
+
+def test_a_monitor_statement_slower_than_the_threshold_is_a_slow_query_warning(queue):
+    """A statement held up for real: another session holds the expiry sweep's advisory lock while it
+    sleeps (pg_sleep), so the monitor's sweep waits past the one-second threshold."""
+    import threading
+
+    import psycopg
+
+    from django_pgboss.plans.queues import advisory_lock
+    from tests.conftest import database_url
+
+    boss.send(queue, {"n": 1}, expire_in_seconds=1)
+    boss.fetch(queue)
+    rows("UPDATE {s}.job SET started_on = started_on - interval '1 hour'")
+    table = boss.context.route(queue).table
+    locked = threading.Event()
+
+    def hold_the_sweep_lock() -> None:
+        with psycopg.connect(database_url()) as holder:
+            holder.execute(advisory_lock(), {"lock_key": boss.context.lock_key(f"{table}failJobsByTimeout")})
+            locked.set()
+            holder.execute("SELECT pg_sleep(1.5)")
+
+    thread = threading.Thread(target=hold_the_sweep_lock)
+    thread.start()
+    assert locked.wait(10)
+    with (
+        pgboss_settings_with(PERSIST_WARNINGS=True, WARNING_SLOW_QUERY_SECONDS=1),
+        received(signals.warning_raised) as calls,
+    ):
+        report = boss.supervise()
+    thread.join()
+    assert report.expired == 1
+    assert report.warnings == ["slow_query"]
+    (call,) = calls
+    assert call["sender"] is Boss
+    assert call["message"] == "Warning: slow query. Your queues and/or database server should be reviewed"
+    assert "pg_advisory_xact_lock" in call["data"]["sql"]
+    assert call["data"]["values"] == {"lock_key": boss.context.lock_key(f"{table}failJobsByTimeout")}
+    assert 1 < call["data"]["elapsed"] < 10
+    ((kind, message),) = rows("SELECT type, message FROM {s}.warning")
+    assert (kind, message) == ("slow_query", call["message"])
+
+
+def test_statements_under_the_threshold_raise_nothing(queue):
+    boss.send(queue, {"n": 1})
+    with received(signals.warning_raised) as calls:
+        assert boss.supervise().warnings == []
+    assert calls == []

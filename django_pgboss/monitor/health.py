@@ -11,6 +11,7 @@ holder), or nothing ran and the pile grew (autovacuum is off on the table).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,8 @@ class Health:
     sender: Any = None
     warned_bloat: set[str] = field(default_factory=set)
     garbage: dict[str, tuple[float, float]] = field(default_factory=dict)  # table -> (dead, last vacuum)
+    #: When (time.monotonic()) a pass that only reports bloat may read the indexes again.
+    detect_only_until: float = 0.0
     warned_xmin_horizon: bool = False
     warned_autovacuum_disabled: bool = False
 
@@ -46,7 +49,9 @@ class Health:
     def check_indexes(self, report: Any, *, force: bool = False) -> list[str]:
         """Rebuild the bloated job indexes we own (with PGBOSS["REINDEX"], once per
         REINDEX_INTERVAL_SECONDS across every monitor, by pg-boss's claim), and warn index_bloat for
-        each one left bloated, once per episode. Returns the indexes rebuilt."""
+        each one left bloated, once per episode. Without rebuilds the check runs once per
+        REINDEX_INTERVAL_SECONDS of this Health's own; ``force`` runs it now. Returns the indexes
+        rebuilt."""
         from django_pgboss.monitor.supervisor import warn
 
         context = self.context
@@ -61,6 +66,15 @@ class Health:
                 )
                 if cursor.fetchone() is None:
                     return []
+        elif not force:
+            # A pass that can only report leaves the shared claim alone (taking it would cost a
+            # monitor that can rebuild its window, pg-boss's reasoning) and keeps to the interval on
+            # its own clock instead, as pg-boss's detect-only passes do: the catalog read is not
+            # free on a schema of many partitions, and the answer changes slowly.
+            now = time.monotonic()
+            if now < self.detect_only_until:
+                return []
+            self.detect_only_until = now + pgboss_settings.REINDEX_INTERVAL_SECONDS
         bloated = bloated_indexes(context)
         rebuilt: list[str] = []
         failed: dict[str, str] = {}

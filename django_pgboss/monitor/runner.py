@@ -19,7 +19,8 @@ from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import QueueNotFound
 from django_pgboss.monitor.health import Health
 from django_pgboss.monitor.loop import run_periodically
-from django_pgboss.monitor.supervisor import supervise
+from django_pgboss.monitor.slow_queries import timed_statements
+from django_pgboss.monitor.supervisor import supervise, warn
 from django_pgboss.monitor.timekeeper import CronReport, Timekeeper
 from django_pgboss.records import PassReport
 
@@ -79,8 +80,10 @@ class Monitor:
         report = supervise(
             self.context, self.queues, interval_seconds=self.interval_seconds, sender=type(self)
         )
-        # Index and vacuum health, on the whole schema: its readings are kept between passes.
-        self.health.run(report)
+        # Index and vacuum health, on the whole schema: its readings are kept between passes. Its
+        # statements are timed for slow_query as the pass's are (supervise() times its own).
+        with timed_statements(self.context, report, type(self), warn):
+            self.health.run(report)
         if self.on_pass is not None:
             self.on_pass(report)
         return report

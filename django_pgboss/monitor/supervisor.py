@@ -39,6 +39,7 @@ from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier, quote_job_table
+from django_pgboss.monitor.slow_queries import timed_statements
 from django_pgboss.plans import maintenance as maintenance_plans
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import stats as stats_plans
@@ -72,6 +73,18 @@ def supervise(
     """
     context = DatabaseContext() if boss is None else DatabaseContext.of(boss)
     report = PassReport()
+    with timed_statements(context, report, sender, warn):
+        _supervise(context, report, queues, interval_seconds, sender)
+    return report
+
+
+def _supervise(
+    context: DatabaseContext,
+    report: PassReport,
+    queues: Iterable[str] | None,
+    interval_seconds: float | None,
+    sender: Any,
+) -> None:
     interval = interval_seconds if interval_seconds is not None else pgboss_settings.MONITOR_INTERVAL_SECONDS
     names = None if queues is None else [validate_queue_name(q) for q in queues]
     persist = pgboss_settings.PERSIST_QUEUE_STATS
@@ -92,7 +105,6 @@ def supervise(
                 _queue_by_queue(context, table, chunk, chunk_pass, report)
     _apply_backoff(context, report, sender)
     _retention(context, persist)
-    return report
 
 
 def _isolated(context: DatabaseContext, step: Callable[[], None]) -> DatabaseError | None:
