@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django_pgboss.api.boss import Boss, boss
 from django_pgboss.api.deadletters import RedriveDestination, RedrivePreview, RedriveResult
+from django_pgboss.cancellation import JobSignal
 from django_pgboss.constants import SCHEMA_VERSION, UNSET, JobState, QueuePolicy
 from django_pgboss.exceptions import (
     DeadLetterQueueNotFound,
@@ -19,6 +20,7 @@ from django_pgboss.exceptions import (
     InvalidSchedule,
     InvalidStartAfter,
     InvalidTimestamp,
+    JobCancelled,
     JobDataNotSerializable,
     NotADeadLetterQueue,
     PgBossError,
@@ -29,6 +31,7 @@ from django_pgboss.exceptions import (
 )
 from django_pgboss.records import Job, QueueInfo, UpdateResult, UpsertResult
 from django_pgboss.worker.registry import work
+from django_pgboss.worker.results import JobResult
 
 #: django_pgboss's version: the one source pyproject.toml reads (``python -m django_pgboss --version``).
 __version__ = "0.1.0"
@@ -47,7 +50,10 @@ __all__ = [
     "InvalidStartAfter",
     "InvalidTimestamp",
     "Job",
+    "JobCancelled",
     "JobDataNotSerializable",
+    "JobResult",
+    "JobSignal",
     "JobState",
     "NotADeadLetterQueue",
     "PgBossError",

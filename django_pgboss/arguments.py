@@ -499,22 +499,25 @@ def edit_target(verb: str, id: Any, singleton_key: Any, match: Any) -> tuple[str
     return "singleton_key", text("singleton_key", singleton_key)
 
 
-def group_limits(group_concurrency: int | Mapping[str, Any]) -> tuple[int, dict[str, int]]:
-    """Split group_concurrency into the default per-group limit and the per-tier limits."""
+def group_limits(
+    group_concurrency: int | Mapping[str, Any], option: str = "group_concurrency"
+) -> tuple[int, dict[str, int]]:
+    """Split group_concurrency (or local_group_concurrency, named by ``option``) into the default
+    per-group limit and the per-tier limits."""
     if isinstance(group_concurrency, Mapping):
         unknown = set(group_concurrency) - {"default", "tiers"}
         if unknown or "default" not in group_concurrency:
-            raise InvalidOption('group_concurrency must be an int or {"default": n, "tiers": {...}}')
+            raise InvalidOption(f'{option} must be an int or {{"default": n, "tiers": {{...}}}}')
         default = group_concurrency["default"]
         tiers = dict(group_concurrency.get("tiers") or {})
     else:
         default, tiers = group_concurrency, {}
-    integer("group_concurrency", default, minimum=1)
+    integer(option, default, minimum=1)
     for tier, tier_limit in tiers.items():
         if not isinstance(tier, str):
-            raise InvalidOption(f"group_concurrency tier names must be strings, not {tier!r}")
-        text("group_concurrency tier name", tier)
-        integer(f"group_concurrency tier {tier!r}", tier_limit, minimum=1)
+            raise InvalidOption(f"{option} tier names must be strings, not {tier!r}")
+        text(f"{option} tier name", tier)
+        integer(f"{option} tier {tier!r}", tier_limit, minimum=1)
     return default, tiers
 
 

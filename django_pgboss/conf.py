@@ -53,6 +53,10 @@ DEFAULTS: dict[str, Any] = {
     # (index_bloat warnings; boss.get_reindex_commands() gives the statements).
     "REINDEX": True,
     "REINDEX_INTERVAL_SECONDS": 24 * 60 * 60,
+    # The worker: how many handler threads that ignored their job's cancellation signal (past its
+    # deadline) may go on running before the worker stops and exits with status 75, for its
+    # process supervisor to start a fresh one (manage.py pgboss_work --max-abandoned-threads).
+    "MAX_ABANDONED_THREADS": 5,
 }
 
 

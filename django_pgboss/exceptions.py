@@ -113,3 +113,17 @@ class SchemaNotInstalled(SchemaError, DatabaseError):
     Also a DatabaseError, as the statement's own error was: code that outlives database errors
     (the monitor's loop, which backs off and retries) outlives this one too, now saying why.
     """
+
+
+class JobCancelled(PgBossError):
+    """Raised by ``job.signal.raise_if_set()`` once the worker has cancelled the job's attempt.
+
+    ``reason`` says why: "deadline" (the job passed its expire_in_seconds), "claim_lost" (a
+    heartbeat found the attempt no longer this worker's) or "shutdown" (a stop's grace period
+    ended); the message says it in words. A handler may let it propagate: the attempt is settled
+    without it by then, so nothing it ends with is stored.
+    """
+
+    def __init__(self, reason: str, message: str | None = None) -> None:
+        super().__init__(message or reason)
+        self.reason = reason

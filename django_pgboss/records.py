@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from django_pgboss.cancellation import JobSignal
+
 
 @dataclass(frozen=True, slots=True)
 class Job:
@@ -56,6 +58,10 @@ class Job:
     source_retry_count: int | None = None
     source_output: Any = None
     source_root_id: str | None = None
+    #: The job's cancellation signal (pg-boss's ``job.signal``; see django_pgboss.cancellation):
+    #: the worker sets it at the job's deadline, when its claim is lost, and when a stop's grace
+    #: period ends. Each Job read gets a fresh one; it is no column and takes no part in ``==``.
+    signal: JobSignal = field(default_factory=JobSignal, compare=False, repr=False)
 
     @property
     def attempt(self) -> dict[str, Any]:
@@ -63,8 +69,8 @@ class Job:
         return {"id": self.id, "retry_count": self.retry_count}
 
 
-#: Job's field names.
-JOB_FIELDS = tuple(f.name for f in fields(Job))
+#: Job's field names (those read from the job table: the signal is none).
+JOB_FIELDS = tuple(f.name for f in fields(Job) if f.name != "signal")
 #: The job table's column names where Job's field is named otherwise (the API's spelling).
 _FIELD_OF_COLUMN = {"expire_seconds": "expire_in_seconds", "deletion_seconds": "delete_after_seconds"}
 _UUID_FIELDS = frozenset({"id", "source_id", "source_root_id"})

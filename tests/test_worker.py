@@ -222,18 +222,22 @@ def _peek_stderr(worker: subprocess.Popen) -> str:
     return _stderr_seen[worker.pid]
 
 
-def test_batch_handler_gets_lists():
+def test_batch_handler_gets_lists_and_its_output_is_stored_only_for_a_batch_of_one(tmp_path):
+    # As pg-boss: complete(name, jobs, jobs.length === 1 ? result : undefined). One value cannot
+    # be told apart per job; per_job_results is for that (tests/test_worker_deadlines.py).
+    marker = tmp_path / "batches"
     boss.create_queue("batched")
-    boss.insert("batched", [{"data": {"n": n}} for n in range(7)])
+    boss.insert("batched", [{"data": {"n": n, "marker": str(marker)}} for n in range(7)])
     result = run_worker("--queue", "batched", "--burst")
     assert result.returncode == 0, result.stderr
-    batches = {}
-    for data, output in rows("SELECT data, output FROM {s}.job"):
-        batch = tuple(json.loads(output)["batch"])
-        assert json.loads(data)["n"] in batch  # each job's output is the batch it was handled in
-        batches[batch] = True
-    assert all(len(batch) <= 5 for batch in batches)
+    batches = [tuple(map(int, line.split())) for line in marker.read_text().splitlines()]
+    assert all(1 <= len(batch) <= 5 for batch in batches)
     assert sorted(n for batch in batches for n in batch) == list(range(7))
+    assert states() == {"completed": 7}
+    for data, output in rows("SELECT data, output FROM {s}.job"):
+        n = json.loads(data)["n"]
+        (batch,) = [batch for batch in batches if n in batch]
+        assert output is None if len(batch) > 1 else json.loads(output) == {"batch": [n]}
 
 
 def test_failures_retry_then_dead_letter_with_the_error():

@@ -123,13 +123,15 @@ class Boss:
         max_priority: int | None = None,
         group_concurrency: int | Mapping[str, Any] | None = None,
         ignore_start_after: bool = False,
+        ignore_groups: Sequence[str] | None = None,
     ) -> list[Job]:
         """Claim up to ``batch_size`` waiting jobs of a queue, highest priority then oldest first.
 
         The jobs become active and count an attempt; settle each with complete() or fail() (pass
         the Job to fence the settle to this attempt). ``group_concurrency`` caps active jobs per
         group_id: an int, or ``{"default": n, "tiers": {"gold": m, ...}}`` keyed by group_tier.
-        Returns [] when nothing is ready, or when a concurrent claim took the last free slot of a
+        ``ignore_groups`` passes over the jobs of these group ids (pg-boss's ``ignoreGroups``; the
+        worker's local_group_concurrency sends the groups at their limit). Returns [] when nothing is ready, or when a concurrent claim took the last free slot of a
         singleton or stately key.
         """
         return self._jobs.fetch(
@@ -140,6 +142,7 @@ class Boss:
             max_priority=max_priority,
             group_concurrency=group_concurrency,
             ignore_start_after=ignore_start_after,
+            ignore_groups=ignore_groups,
         )
 
     # -- settling ------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ over the same database context as the Boss it was given, so both share the queue
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
@@ -43,6 +44,7 @@ class JobStore:
         max_priority: int | None = None,
         group_concurrency: int | Mapping[str, Any] | None = None,
         ignore_start_after: bool = False,
+        ignore_groups: Sequence[str] | None = None,
     ) -> list[Job]:
         """See Boss.fetch()."""
         validate_queue_name(name)
@@ -62,6 +64,14 @@ class JobStore:
             params["group_limit"] = limit
             if tiers:
                 params["group_tiers"] = to_json(tiers, "group_concurrency tiers")
+        if ignore_groups is not None:
+            if isinstance(ignore_groups, str) or not isinstance(ignore_groups, Sequence | set | frozenset):
+                raise InvalidOption(
+                    f"ignore_groups must be a list of group ids, not {type(ignore_groups).__name__}"
+                )
+            ignore_groups = [arguments.text("ignore_groups item", group) for group in ignore_groups]
+            if ignore_groups:
+                params["ignore_groups"] = ignore_groups
         context = self.context
         route = context.route(name)
         sql = job_plans.fetch_jobs(
@@ -74,6 +84,7 @@ class JobStore:
             max_priority=max_priority is not None,
             group_concurrency=group_concurrency is not None,
             group_tiers=bool(tiers),
+            ignore_groups=bool(ignore_groups),
         )
         try:
             # Inside the caller's transaction, a savepoint, so that a lost race for a singleton
@@ -103,6 +114,44 @@ class JobStore:
         """See Boss.fail()."""
         return self._settle(name, jobs, "fail", settle_plans.fail_jobs, output=output)
 
+    def fail_reporting(
+        self, name: str, jobs: Sequence[Job], output: Any = None, *, terminal: bool = False
+    ) -> tuple[int, list[tuple[str, str, str]]]:
+        """Fail these attempts (fenced) as fail() does, or with ``terminal`` for good whatever
+        their attempts left; returns how many were failed and the dead-letter copies made, as
+        (source id, dead-letter queue, copy id). The worker's fail, which logs the copies."""
+        validate_queue_name(name)
+        ids, attempts = attempt_references(list(jobs), "fail")
+        if attempts is None:
+            raise InvalidJobReference("fail_reporting() needs jobs or {id, retry_count} pairs, not bare ids")
+        params = {
+            "name": name,
+            "ids": ids,
+            "attempts": attempts,
+            "output": to_json(output_value(output), "output"),
+        }
+        context = self.context
+        sql = settle_plans.fail_jobs(
+            context.quoted_schema, context.route(name).table, fenced=True, terminal=terminal, report=True
+        )
+        with context.cursor() as cursor:
+            cursor.execute(sql, params)
+            failed, copies = cursor.fetchone()
+        if isinstance(copies, str):
+            copies = json.loads(copies)
+        return failed, [(str(source), str(queue), str(copy)) for source, queue, copy in copies or []]
+
+    def retries_waiting(self, name: str) -> tuple[int, Any]:
+        """How many jobs of ``name`` wait to retry, and the start_after of the first (or None)."""
+        validate_queue_name(name)
+        context = self.context
+        with context.cursor() as cursor:
+            cursor.execute(
+                job_plans.retries_waiting(context.quoted_schema, context.route(name).table), {"name": name}
+            )
+            count, first = cursor.fetchone()
+        return count, first
+
     def cancel(self, name: str, jobs: JobReference) -> int:
         """See Boss.cancel()."""
         return self._settle(name, jobs, "cancel", settle_plans.cancel_jobs)
@@ -114,6 +163,19 @@ class JobStore:
     def touch(self, name: str, jobs: JobReference) -> int:
         """See Boss.touch()."""
         return self._settle(name, jobs, "touch", settle_plans.touch_jobs)
+
+    def touch_attempts(self, name: str, jobs: Sequence[Job]) -> list[str]:
+        """Refresh the heartbeat of these attempts; returns the ids refreshed, so that the worker
+        knows which claims it still holds (pg-boss's touch() result, ``settled``)."""
+        validate_queue_name(name)
+        ids, attempts = attempt_references(list(jobs), "touch")
+        if attempts is None:
+            raise InvalidJobReference("touch_attempts() needs jobs or {id, retry_count} pairs, not bare ids")
+        context = self.context
+        sql = settle_plans.touch_attempts(context.quoted_schema, context.route(name).table)
+        with context.cursor() as cursor:
+            cursor.execute(sql, {"name": name, "ids": ids, "attempts": attempts})
+            return [str(row[0]) for row in cursor.fetchall()]
 
     def resume(self, name: str, ids: str | Sequence[str]) -> int:
         """See Boss.resume()."""

@@ -156,11 +156,14 @@ def fetch_jobs(
     max_priority: bool = False,
     group_concurrency: bool = False,
     group_tiers: bool = False,
+    ignore_groups: bool = False,
 ) -> str:
     """Claim up to N waiting jobs of one queue: mark them active and return them.
 
     Named parameters: name, batch_size, and with their options min_priority, max_priority,
-    group_limit (the default per-group limit) and group_tiers (a JSON object of tier -> limit).
+    group_limit (the default per-group limit), group_tiers (a JSON object of tier -> limit) and
+    ignore_groups (a text[] of group ids whose jobs are passed over: a worker's groups at their
+    local_group_concurrency, pg-boss's ignoreGroups).
 
     Candidates are taken in priority order, then creation order, which is the order of the fetch
     index (job_i11), so the scan stops after N rows and needs no sort; FOR UPDATE SKIP LOCKED lets
@@ -210,6 +213,8 @@ def fetch_jobs(
         conditions.append("j.priority >= %(min_priority)s")
     if max_priority:
         conditions.append("j.priority <= %(max_priority)s")
+    if ignore_groups:
+        conditions.append("(j.group_id IS NULL OR j.group_id <> ALL(%(ignore_groups)s::text[]))")
     group_limit = "COALESCE((%(group_tiers)s::jsonb ->> j.group_tier)::int, %(group_limit)s)"
     if not group_tiers:
         group_limit = "%(group_limit)s"
@@ -374,4 +379,15 @@ def insert_job(schema: str, table: str, *, on_conflict: bool, options: bool = Tr
     WHERE q.name = %(name)s
     {conflict}
     RETURNING id
+    """
+
+
+@functools.lru_cache(maxsize=256)
+def retries_waiting(schema: str, table: str) -> str:
+    """How many jobs of a queue wait in the retry state, and when the first is due. Parameters:
+    name. What a burst worker that stops reports as still due (their start_after is ahead)."""
+    return f"""
+    SELECT count(*), min(start_after)
+    FROM {schema}.{table}
+    WHERE name = %(name)s AND state = 'retry'
     """

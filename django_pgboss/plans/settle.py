@@ -21,6 +21,9 @@ RETRY_DELAY_CEILING = 2**31 - 1
 
 # What every settle returns: how many jobs it changed.
 _COUNT = "SELECT count(*) FROM results"
+# ... and a fail that reports its dead-letter copies, as [source id, queue, copy id] triples.
+_REPORT = """SELECT (SELECT count(*) FROM results),
+      (SELECT COALESCE(json_agg(json_build_array(source_id, name, id)), '[]'::json) FROM dead_lettered)"""
 
 
 def _fence(fenced: bool) -> str:
@@ -100,9 +103,16 @@ def parent_first(schema: str) -> str:
 PARENT_FIRST_USED = "NOT EXISTS (SELECT FROM job_parent_first)"
 
 
-def fail_statement(schema: str, table: str, where: str) -> str:
+def fail_statement(
+    schema: str, table: str, where: str, *, terminal: bool = False, report: bool = False
+) -> str:
     """Fail the jobs ``where`` selects: retry those with attempts left, fail the rest for good and
     copy them to their dead letter. Parameters: output (json), and those of ``where``.
+
+    ``terminal`` fails every job for good whatever its attempts left, so it goes to its dead
+    letter at once (pg-boss's perJobResults ``deadletter``). With ``report`` the statement
+    returns, besides the count, the dead-letter copies it made as a JSON array of
+    [source id, dead-letter queue, copy id] (the worker logs them).
 
     A failed job is deleted and re-inserted under the same id, rather than updated, because its
     policy index may refuse it the retry state (a stately key that already has a job waiting to
@@ -167,7 +177,7 @@ def fail_statement(schema: str, table: str, where: str) -> str:
       WHERE {where}
       RETURNING *
     ),
-    retried_jobs AS ({retried}
+    retried_jobs AS ({retried}{" WHERE false" if terminal else ""}
       ON CONFLICT DO NOTHING
       RETURNING *
     ),
@@ -196,22 +206,25 @@ def fail_statement(schema: str, table: str, where: str) -> str:
       FROM results r
       JOIN {schema}.queue q ON q.name = r.dead_letter
       WHERE r.state = 'failed'
+      RETURNING source_id, name, id
     )
-    {_COUNT}
+    {_REPORT if report else _COUNT}
     """
 
 
 @functools.lru_cache(maxsize=256)
-def fail_jobs(schema: str, table: str, *, fenced: bool) -> str:
+def fail_jobs(schema: str, table: str, *, fenced: bool, terminal: bool = False, report: bool = False) -> str:
     """Fail jobs by id. Parameters: output (json), name, ids[, attempts].
 
     Unfenced, a job still waiting can be failed too (state < 'completed'), as in pg-boss; fenced,
-    only the named active attempt.
+    only the named active attempt. ``terminal`` and ``report`` are fail_statement's.
     """
     return fail_statement(
         schema,
         table,
         f"name = %(name)s AND id = ANY(%(ids)s::uuid[]) AND state < 'completed' {_fence(fenced)}",
+        terminal=terminal,
+        report=report,
     )
 
 
@@ -286,6 +299,19 @@ def touch_jobs(schema: str, table: str, *, fenced: bool) -> str:
       RETURNING id
     )
     {_COUNT}
+    """
+
+
+@functools.lru_cache(maxsize=256)
+def touch_attempts(schema: str, table: str) -> str:
+    """Refresh the heartbeat of the named attempts, returning the ids refreshed (the worker's
+    heartbeat: an attempt missing from them is no longer this worker's). Parameters: name, ids,
+    attempts."""
+    return f"""
+    UPDATE {schema}.{table}
+    SET heartbeat_on = {schema}.job_now()
+    WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[]) {ATTEMPT_FENCE}
+    RETURNING id
     """
 
 

@@ -39,6 +39,10 @@ class WorkerStats:
     failed: int = 0
     lost: int = 0
     requeued: int = 0
+    #: Units failed by the worker at their deadline, and handler threads that then ignored their
+    #: job's signal (worker/deadlines.py).
+    deadlines: int = 0
+    abandoned: int = 0
     started_at: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -74,12 +78,18 @@ Unit = tuple[str, list[Job]]
 class QueueState:
     """One queue's slots, its in-flight jobs, and the event that wakes its fetch loop."""
 
-    def __init__(self, registration: Registration) -> None:
+    def __init__(self, registration: Registration, *, notify: bool = False) -> None:
         self.registration = registration
+        # Whether the queue sends notifications (its loop may then poll less: see poll_interval).
+        self.notify = notify
         self.capacity = queue_capacity(registration)
         self.free = self.capacity
         self.in_flight: dict[str, Job] = {}
         self.last_touch: dict[str, float] = {}
+        # When each in-flight job must be done by (its claim plus expire_in_seconds, monotonic).
+        self.deadlines: dict[str, float] = {}
+        # In-flight jobs per group_id, for local_group_concurrency.
+        self.group_active: dict[str, int] = {}
         self.wake = threading.Event()
         # Claimed units waiting for one of this queue's own handler threads: a queue's buffer
         # never runs on another queue's threads, so each keeps to its concurrency.
@@ -88,6 +98,49 @@ class QueueState:
         # Handler results handed to the settler but not yet written: the queue is not drained
         # while a failed job may still come back for a retry.
         self.unsettled = 0
+
+    def hold(self, job: Job, now: float) -> None:
+        """Count ``job`` in flight from ``now``, its claim."""
+        self.in_flight[job.id] = job
+        self.last_touch[job.id] = now
+        self.deadlines[job.id] = now + job.expire_in_seconds
+        if job.group_id is not None:
+            self.group_active[job.group_id] = self.group_active.get(job.group_id, 0) + 1
+
+    def release(self, job_id: str) -> bool:
+        """Forget an in-flight job; True if it was still in flight (this call released it)."""
+        self.last_touch.pop(job_id, None)
+        self.deadlines.pop(job_id, None)
+        job = self.in_flight.pop(job_id, None)
+        if job is None:
+            return False
+        if job.group_id is not None:
+            left = self.group_active.get(job.group_id, 0) - 1
+            if left > 0:
+                self.group_active[job.group_id] = left
+            else:
+                self.group_active.pop(job.group_id, None)
+        return True
+
+    def release_all(self) -> list[Job]:
+        """Forget every in-flight job; returns them."""
+        jobs = list(self.in_flight.values())
+        self.in_flight.clear()
+        self.last_touch.clear()
+        self.deadlines.clear()
+        self.group_active.clear()
+        return jobs
+
+
+@dataclass
+class Detached:
+    """A handler thread whose unit the worker settled without it (its deadline passed): what it
+    was running, since when (monotonic), and whether it has been counted as abandoned."""
+
+    name: str
+    jobs: list[Job]
+    since: float
+    abandoned: bool = False
 
 
 class WorkerCore:
@@ -117,6 +170,11 @@ class WorkerCore:
     _current: dict[threading.Thread, Unit]
     _listener: NotifyListener | None
     _claimed_total: int
+    # Handler threads left running past their unit's deadline (worker/deadlines.py), and the limit
+    # of abandoned ones past which the worker stops with exit_status set.
+    _detached: dict[threading.Thread, Detached]
+    max_abandoned_threads: int
+    exit_status: int
 
     def _spawn(self, name: str, target: Any, *args: Any) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)

@@ -3,7 +3,14 @@
 A fetch costs a round trip whatever its size, so while jobs are still running a loop waits
 (briefly) for half the slots to free up rather than claiming one job per finished handler. A loop
 sleeps on its queue's wake event between polls: a notification (worker/listener.py), a finished
-handler or a stop sets it.
+handler or a stop sets it. After a fetch that claimed jobs the loop fetches again as soon as
+slots are free, without a polling wait, which is what pg-boss's burst_when_batch_full and
+burst_when_ready_exceeds turn on (its loop otherwise waits its interval between fetches).
+
+With ``local_group_concurrency`` the loop counts this worker's in-flight jobs per group: the
+groups at their limit are passed over by the fetch (``ignore_groups``), and a job the fetch
+claimed past its group's limit anyway (two of a group in one batch) goes back unclaimed, as
+pg-boss restores it.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ import time
 
 from django.db import DatabaseError, connections
 
+from django_pgboss.arguments import group_limits
+from django_pgboss.records import Job
 from django_pgboss.worker.core import QueueState, WorkerCore, logger
 from django_pgboss.worker.outcomes import UNSTARTED_OUTPUT
 
@@ -53,6 +62,8 @@ class FetchLoops(WorkerCore):
                 # The loop keeps its connection between fetches (close_old_connections() would
                 # close it every time under the default CONN_MAX_AGE = 0); a broken one is thrown
                 # away by _database_trouble() and Django opens a fresh one on the next fetch.
+                with self._lock:
+                    ignore = self._groups_at_capacity(state)
                 jobs = self.jobs.fetch(
                     name,
                     batch_size=size,
@@ -60,6 +71,7 @@ class FetchLoops(WorkerCore):
                     group_concurrency=registration.group_concurrency,
                     min_priority=registration.min_priority,
                     max_priority=registration.max_priority,
+                    ignore_groups=ignore,
                 )
                 if failures:
                     logger.info("fetching from %s again after %d database error(s)", name, failures)
@@ -73,27 +85,42 @@ class FetchLoops(WorkerCore):
                     state.drained = not state.in_flight and not state.unsettled
                 if self.burst and state.drained:
                     return
-                state.wake.wait(registration.polling_interval_seconds if not self.burst else 0.05)
+                state.wake.wait(self._poll_interval(state) if not self.burst else 0.05)
                 state.wake.clear()
                 continue
             self.stats.add(fetched=len(jobs))
-            units = [jobs] if registration.batch else [[job] for job in jobs]
             with self._lock:
                 if self._stopping.is_set():
                     # The stop began during the fetch, and _put_back_unstarted() has run (or runs
                     # next, under this lock): these never start, so they go back uncharged.
                     self._settle_queue.put(("requeue", name, jobs, UNSTARTED_OUTPUT))
                     return
-                state.drained = False
-                self._claimed_total += len(jobs)
-                now = time.monotonic()
-                for job in jobs:
-                    state.in_flight[job.id] = job
-                    state.last_touch[job.id] = now
-                state.free -= len(units)
-                # Queued under the lock, so that a stop's _put_back_unstarted() finds every unit.
-                for unit in units:
-                    state.work.put((name, unit))
+                jobs, excess = self._within_local_group_limits(state, jobs)
+                if excess:
+                    state.unsettled += 1
+                    self._settle_queue.put(("unclaim", name, excess, UNSTARTED_OUTPUT))
+                if jobs:
+                    self._hold(state, jobs)
+            if not jobs:
+                # Every job fetched was of a group at its local limit: wait for a slot to free up
+                # (a finished job wakes the loop) rather than fetch them again at once.
+                state.wake.wait(self._poll_interval(state))
+                state.wake.clear()
+
+    def _hold(self, state: QueueState, jobs: list[Job]) -> None:
+        """Count fetched jobs in flight and queue their units; called with ``self._lock`` held."""
+        registration = state.registration
+        name = registration.queue
+        units = [jobs] if registration.batch else [[job] for job in jobs]
+        state.drained = False
+        self._claimed_total += len(jobs)
+        now = time.monotonic()
+        for job in jobs:
+            state.hold(job, now)
+        state.free -= len(units)
+        # Queued under the lock, so that a stop's _put_back_unstarted() finds every unit.
+        for unit in units:
+            state.work.put((name, unit))
 
     def _wait_for_low_water(self, state: QueueState, low_water: int) -> None:
         """Hold the next fetch until half the slots are free, called with ``self._lock`` held.
@@ -109,3 +136,50 @@ class FetchLoops(WorkerCore):
             if not buffered and remaining <= 0:
                 return
             self._lock.wait(LOW_WATER_WAIT_SECONDS if buffered else remaining)
+
+    def _poll_interval(self, state: QueueState) -> float:
+        """How long an empty fetch waits: ``notify_polling_interval_seconds`` while the queue's
+        notifications are arriving (the listener is connected), ``polling_interval_seconds`` else."""
+        registration = state.registration
+        notify_interval = registration.notify_polling_interval_seconds
+        if (
+            notify_interval is not None
+            and state.notify
+            and self._listener is not None
+            and self._listener.connected.is_set()
+        ):
+            return notify_interval
+        return registration.polling_interval_seconds
+
+    def _groups_at_capacity(self, state: QueueState) -> list[str] | None:
+        """The groups this worker holds at their local_group_concurrency limit (the largest of the
+        default and the tiers' limits, as pg-boss's), for the fetch to pass over; called with
+        ``self._lock`` held."""
+        local = state.registration.local_group_concurrency
+        if local is None:
+            return None
+        default, tiers = group_limits(local, "local_group_concurrency")
+        ceiling = max([default, *tiers.values()])
+        return [group for group, active in state.group_active.items() if active >= ceiling]
+
+    def _within_local_group_limits(self, state: QueueState, jobs: list[Job]) -> tuple[list[Job], list[Job]]:
+        """Split fetched jobs into those within their group's local limit and the rest; called with
+        ``self._lock`` held, before the jobs are held (so that they count one by one)."""
+        local = state.registration.local_group_concurrency
+        if local is None:
+            return jobs, []
+        default, tiers = group_limits(local, "local_group_concurrency")
+        counted = dict(state.group_active)
+        allowed: list[Job] = []
+        excess: list[Job] = []
+        for job in jobs:
+            if job.group_id is None:
+                allowed.append(job)
+                continue
+            limit = tiers.get(job.group_tier, default) if job.group_tier is not None else default
+            if counted.get(job.group_id, 0) < limit:
+                counted[job.group_id] = counted.get(job.group_id, 0) + 1
+                allowed.append(job)
+            else:
+                excess.append(job)
+        return allowed, excess

@@ -13,9 +13,9 @@ import threading
 from django.db import connections
 
 from django_pgboss.records import Job
-from django_pgboss.wire import EncodedOutput, output_value, storable_text, to_json
 from django_pgboss.worker.core import QueueState, WorkerCore, close_old_connections_quietly, job_ids, logger
 from django_pgboss.worker.outcomes import THREAD_DIED_OUTPUT
+from django_pgboss.worker.results import settle_items
 from django_pgboss.worker.settler import SettleItem
 
 
@@ -44,6 +44,15 @@ class HandlerThreads(WorkerCore):
                     return
                 self._current[thread] = unit
                 self._run_handler(*unit)
+                with self._lock:
+                    detached = self._detached.pop(thread, None)
+                if detached is not None:
+                    # Its unit was settled at the deadline and another thread took its place.
+                    if detached.abandoned:
+                        logger.warning(
+                            "abandoned handler thread %s of %s ended after all", thread.name, detached.name
+                        )
+                    return
         except BaseException:
             # _run_handler keeps whatever a handler raises; this is a fault in the loop itself.
             # The thread ends here, and _replace_dead_handlers() fails the jobs it held and starts
@@ -67,9 +76,7 @@ class HandlerThreads(WorkerCore):
                 held = []
                 if unit is not None:
                     name, jobs = unit
-                    held = [job for job in jobs if state.in_flight.pop(job.id, None) is not None]
-                    for job in held:
-                        state.last_touch.pop(job.id, None)
+                    held = [job for job in jobs if state.release(job.id)]
                     state.free += 1
                 if held:
                     state.unsettled += 1
@@ -90,7 +97,7 @@ class HandlerThreads(WorkerCore):
     def _run_handler(self, name: str, jobs: list[Job]) -> None:
         state = self._queues[name]
         registration = state.registration
-        settle: SettleItem | None = None
+        settles: list[SettleItem] = []
         try:
             result = registration.handler(jobs if registration.batch else jobs[0])
         except BaseException as exc:
@@ -99,38 +106,37 @@ class HandlerThreads(WorkerCore):
             # serve), so in a handler thread these are the handler's own doing, and letting them
             # through would end the thread without a word while the queue kept claiming for it.
             logger.info("job(s) %s of %s failed: %s: %s", job_ids(jobs), name, type(exc).__name__, exc)
-            settle = ("fail", name, jobs, exc)
+            settles = [("fail", name, jobs, exc)]
         else:
-            try:
-                encoded = to_json(output_value(result), "output")
-            except Exception as exc:
-                # JobDataNotSerializable, and RecursionError for a structure nested deeper than
-                # the encoder goes: the job fails with the reason, the thread carries on.
-                message = storable_text(
-                    f"the handler {registration.label} returned a value that cannot be stored as JSON: {exc}"
-                )
-                logger.error("job(s) %s of %s: %s", job_ids(jobs), name, message)
-                settle = ("fail", name, jobs, {"name": type(exc).__name__, "message": message})
-            else:
-                output = None if encoded is None else EncodedOutput(encoded)
-                settle = ("complete", name, jobs, output)
+            settles = settle_items(registration, name, jobs, result)
         finally:
             close_old_connections_quietly()
+            thread = threading.current_thread()
             with self._lock:
-                self._current.pop(threading.current_thread(), None)
-                state.free += 1
-                for job in jobs:
-                    state.in_flight.pop(job.id, None)
-                    state.last_touch.pop(job.id, None)
+                late = thread in self._detached
+                if not late:
+                    self._current.pop(thread, None)
+                    state.free += 1
+                    for job in jobs:
+                        state.release(job.id)
                 # Handed to the settler only now, and under the lock: settled before it was
                 # counted, the result would leave the queue undrained for ever; settled before
                 # the job left in_flight, its retry could be claimed under the same id and then
                 # dropped from in_flight; and a stop that finds in_flight empty must find the
-                # result already queued ahead of its own stop marker.
-                if settle is not None:
-                    state.unsettled += 1
+                # result already queued ahead of its own stop marker. A late result (its unit
+                # was failed at the deadline) goes the same way, to the attempt fence, which
+                # refuses it: the attempt it names is no longer active.
+                state.unsettled += len(settles)
+                for settle in settles:
                     self._settle_queue.put(settle)
                 self._lock.notify_all()
+            if late:
+                logger.warning(
+                    "job(s) %s of %s: the handler ended after the deadline its jobs were failed at; "
+                    "its result goes to the attempt fence, which refuses it",
+                    job_ids(jobs),
+                    name,
+                )
             state.wake.set()
             if self.max_jobs is not None and self._claimed_total >= self.max_jobs:
                 self._stop_when_idle()

@@ -1,5 +1,12 @@
 """The worker's heartbeat thread: running jobs of heartbeat queues are touched, fenced, so the
-monitor does not take them for dead workers' jobs."""
+monitor does not take them for dead workers' jobs.
+
+A job is touched every ``heartbeat_refresh_seconds`` (its registration's), by default every half
+of its own ``heartbeat_seconds``. The touch is fenced to the attempt and returns the ids it
+refreshed: a job missing from them is no longer this worker's (the monitor expired it, another
+attempt holds it), and its signal is set so that the handler can stop work whose result can no
+longer land, as pg-boss aborts ``job.signal`` then. The rest of a batch runs on untouched.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +14,19 @@ import time
 
 from django.db import DatabaseError, connections
 
+from django_pgboss.cancellation import CLAIM_LOST
 from django_pgboss.records import Job
-from django_pgboss.worker.core import WorkerCore, logger
+from django_pgboss.worker.core import WorkerCore, job_ids, logger
+
+#: How often the heartbeat thread looks for jobs due a touch.
+HEARTBEAT_TICK_SECONDS = 0.5
 
 
 class Heartbeats(WorkerCore):
     """One thread (``pgboss-heartbeat``) for every queue's running jobs."""
 
     def _heartbeat_loop(self) -> None:
-        """Touch running jobs of heartbeat queues every half of their heartbeat_seconds (fenced)."""
+        """Touch running jobs of heartbeat queues on their interval (fenced)."""
         try:
             self._touch_until_stopped()
         finally:
@@ -23,20 +34,24 @@ class Heartbeats(WorkerCore):
 
     def _touch_until_stopped(self) -> None:
         failures = 0
-        while not self._stopping.wait(0.5) or self._in_flight_count():
+        while not self._stopping.wait(self._heartbeat_tick()) or self._in_flight_count():
             due: dict[str, list[Job]] = {}
             now = time.monotonic()
             with self._lock:
                 for name, state in self._queues.items():
+                    refresh = state.registration.heartbeat_refresh_seconds
                     for job_id, job in state.in_flight.items():
                         interval = job.heartbeat_seconds
-                        if interval and now - state.last_touch[job_id] >= interval / 2:
+                        if not interval or job.signal.is_set():
+                            continue
+                        if now - state.last_touch[job_id] >= (refresh or interval / 2):
                             due.setdefault(name, []).append(job)
             for name, jobs in due.items():
                 try:
-                    touched = self.jobs.touch(name, jobs)
+                    touched = set(self.jobs.touch_attempts(name, jobs))
                     failures = 0
                 except DatabaseError as exc:
+                    # A heartbeat that could not run says nothing about the claim: nothing is cancelled.
                     failures += 1
                     self._database_trouble(f"touching jobs of {name}", exc, failures)
                     continue
@@ -44,11 +59,28 @@ class Heartbeats(WorkerCore):
                     for job in jobs:
                         if job.id in self._queues[name].last_touch:
                             self._queues[name].last_touch[job.id] = now
-                if touched < len(jobs):
+                lost = [job for job in jobs if job.id not in touched]
+                for job in lost:
+                    job.signal.set(
+                        CLAIM_LOST,
+                        "the job's claim was lost: its attempt is no longer active under this worker",
+                    )
+                if lost:
                     logger.warning(
-                        "%d running job(s) of %s are no longer held by this worker (their claim lapsed)",
-                        len(jobs) - touched,
+                        "%d running job(s) of %s are no longer held by this worker (their claim lapsed): "
+                        "%s; their signal is set",
+                        len(lost),
                         name,
+                        job_ids(lost),
                     )
             if self._aborting.is_set():
                 return
+
+    def _heartbeat_tick(self) -> float:
+        """The tick: HEARTBEAT_TICK_SECONDS, or shorter for a queue with a shorter refresh."""
+        refreshes = [
+            state.registration.heartbeat_refresh_seconds
+            for state in self._queues.values()
+            if state.registration.heartbeat_refresh_seconds
+        ]
+        return min([HEARTBEAT_TICK_SECONDS, *refreshes])

@@ -38,11 +38,12 @@ def build_worker(
     task_source: TaskSource | None = None,
     max_jobs: int | None = None,
     grace_seconds: float = 30.0,
+    max_abandoned_threads: int | None = None,
 ) -> Worker:
     """The Worker for these settings (those of ``pgboss_work``'s options), not yet running.
 
     ``queues`` narrows the handlers to those queues; ``concurrency`` and ``batch_size`` override
-    each registration's. ``task_source`` adds handlers beyond @work (see TaskSource); with
+    each registration's; ``max_abandoned_threads`` is the Worker's. ``task_source`` adds handlers beyond @work (see TaskSource); with
     ``tasks_backend`` only that source's are run. A selected handler with a ``prepare()`` method
     (a tasks backend's runner: CREATE_QUEUES) is prepared here. Raises LaunchError when a jobs
     module does not import, a registration is invalid, no handler serves a queue asked for, a
@@ -90,7 +91,14 @@ def build_worker(
         plans = [r.replace(concurrency=concurrency, batch_size=batch_size) for r in selected.values()]
     except PgBossError as exc:
         raise LaunchError(str(exc)) from exc
-    return Worker(plans, boss=boss, burst=burst, max_jobs=max_jobs, grace_seconds=grace_seconds)
+    return Worker(
+        plans,
+        boss=boss,
+        burst=burst,
+        max_jobs=max_jobs,
+        grace_seconds=grace_seconds,
+        max_abandoned_threads=max_abandoned_threads,
+    )
 
 
 def _select(registered: dict[str, Registration], queues: list[str] | None) -> dict[str, Registration]:

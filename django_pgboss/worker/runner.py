@@ -11,8 +11,8 @@ also polls, which covers queues without notify and any notification lost in a re
 
 This module is the short loop that starts and watches the parts, each in its own module: the
 fetch loops (worker/fetching.py), the handler threads (worker/handlers.py), the heartbeats
-(worker/heartbeats.py), the settler (worker/settler.py) and the stop (worker/shutdown.py), over
-the state they share (worker/core.py).
+(worker/heartbeats.py), the deadlines (worker/deadlines.py), the settler (worker/settler.py) and
+the stop (worker/shutdown.py), over the state they share (worker/core.py).
 
 The worker knows no SQL: its hot path (fetch, complete_each, fail, touch) goes through the job
 store of the API (api/jobs.py), over the database context of the Boss it is given. Database errors
@@ -25,11 +25,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
+from django.db import DatabaseError
+
 from django_pgboss.api.boss import Boss
 from django_pgboss.api.jobs import JobStore
+from django_pgboss.arguments import integer
+from django_pgboss.conf import pgboss_settings
 from django_pgboss.exceptions import QueueNotFound
 from django_pgboss.worker.backoff import when_reachable
 from django_pgboss.worker.core import QueueState, WorkerStats, logger, queue_capacity
+from django_pgboss.worker.deadlines import EXIT_ABANDONED_THREADS, Deadlines
 from django_pgboss.worker.fetching import FetchLoops
 from django_pgboss.worker.heartbeats import Heartbeats
 from django_pgboss.worker.listener import NotifyListener
@@ -37,14 +42,17 @@ from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.settler import Settler
 from django_pgboss.worker.shutdown import Shutdown
 
-__all__ = ["Worker", "WorkerStats", "queue_capacity"]
+__all__ = ["EXIT_ABANDONED_THREADS", "Worker", "WorkerStats", "queue_capacity"]
 
 
-class Worker(FetchLoops, Heartbeats, Shutdown):
+class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
     """Runs the handlers of the given registrations until stopped (or, with burst, until idle).
 
     ``max_jobs`` stops fetching after that many jobs; ``grace_seconds`` is how long a stop waits
     for running handlers before failing their jobs so another worker retries them.
+    ``max_abandoned_threads`` (default settings.PGBOSS["MAX_ABANDONED_THREADS"]) is how many
+    handler threads that ignored their job's cancellation signal may go on running before the
+    worker stops, with ``exit_status`` EXIT_ABANDONED_THREADS (worker/deadlines.py).
     """
 
     def __init__(
@@ -56,7 +64,14 @@ class Worker(FetchLoops, Heartbeats, Shutdown):
         max_jobs: int | None = None,
         grace_seconds: float = 30.0,
         listen: bool = True,
+        max_abandoned_threads: int | None = None,
     ) -> None:
+        if max_abandoned_threads is None:
+            max_abandoned_threads = pgboss_settings.MAX_ABANDONED_THREADS
+        checked = integer("max_abandoned_threads", max_abandoned_threads, minimum=0)
+        self.max_abandoned_threads = checked if checked is not None else 0
+        #: 0, or EXIT_ABANDONED_THREADS once the worker stopped for its abandoned threads.
+        self.exit_status = 0
         self.boss = boss or Boss()
         # The worker's own statements go through the job store, over the Boss's context (so the
         # two share its queue-route cache).
@@ -83,6 +98,7 @@ class Worker(FetchLoops, Heartbeats, Shutdown):
         self._threads = []
         self._handlers = {}
         self._current = {}
+        self._detached = {}
         self._listener = None
         self._claimed_total = 0
 
@@ -98,7 +114,9 @@ class Worker(FetchLoops, Heartbeats, Shutdown):
                 raise QueueNotFound(
                     f"queue {registration.queue!r} does not exist; create it before working it"
                 )
-            self._queues[registration.queue] = QueueState(registration)
+            self._queues[registration.queue] = QueueState(
+                registration, notify=infos[registration.queue].notify
+            )
         for name, state in self._queues.items():
             for index in range(state.registration.concurrency):
                 self._spawn_handler(state, f"pgboss-handler-{name}-{index}")
@@ -108,6 +126,7 @@ class Worker(FetchLoops, Heartbeats, Shutdown):
             self._listener.start()
         self._spawn("pgboss-settler", self._settler.run)
         self._spawn("pgboss-heartbeat", self._heartbeat_loop)
+        self._spawn("pgboss-deadlines", self._deadline_loop)
         for name in self._queues:
             self._spawn(f"pgboss-fetch-{name}", self._fetch_loop, name)
         logger.info(
@@ -120,10 +139,11 @@ class Worker(FetchLoops, Heartbeats, Shutdown):
         try:
             while not self._stopping.is_set():
                 if self.burst and self._all_drained():
-                    logger.info("burst: every queue is empty, stopping")
+                    self._log_burst_end()
                     break
                 self._stopping.wait(0.1)
                 self._replace_dead_handlers()
+                self._check_abandoned()
         finally:
             self._shutdown()
         return self.stats
@@ -144,6 +164,29 @@ class Worker(FetchLoops, Heartbeats, Shutdown):
     def stopping(self) -> threading.Event:
         """Set once the worker stops fetching."""
         return self._stopping
+
+    def _log_burst_end(self) -> None:
+        """Say that a burst stops, and how many retries it leaves behind, still due later."""
+        waiting = []
+        try:
+            for name in self._queues:
+                count, first = self.jobs.retries_waiting(name)
+                if count:
+                    waiting.append((name, count, first))
+        except DatabaseError as exc:
+            logger.info("burst: every queue is empty, stopping (retries left not counted: %s)", exc)
+            return
+        if not waiting:
+            logger.info("burst: every queue is empty, stopping")
+            return
+        logger.warning(
+            "burst: stopping with %d retry(ies) still due later, which this run leaves behind: %s",
+            sum(count for _, count, _ in waiting),
+            "; ".join(
+                f"{name}: {count}, the first due at {first.isoformat() if first else '?'}"
+                for name, count, first in waiting
+            ),
+        )
 
     def _all_drained(self) -> bool:
         with self._lock:

@@ -33,8 +33,11 @@ SETTLE_BATCH = 500
 #: While stopping, a statement that keeps failing for database trouble is given up after this many tries.
 STOPPING_ATTEMPTS = 5
 
-#: One settle request: (kind, queue name, jobs, output). Kinds: "complete", "fail", "requeue" (claimed,
-#: never started), "interrupt" (cut short by a shutdown), "stop".
+#: One settle request: (kind, queue name, jobs, output). Kinds: "complete" (each job with the one
+#: output), "complete_each" (the output is a list, one per job), "fail", "dead_letter" (failed for
+#: good at once, per-job results), "requeue" (claimed, never started), "unclaim" (the same, for a
+#: job past its group's local limit, counted as a result so the queue is not drained before it is
+#: back), "interrupt" (cut short by a shutdown), "stop".
 SettleItem = tuple[str, str, list[Job], Any]
 
 
@@ -94,10 +97,16 @@ class Settler:
                 elif kind == "complete":
                     pending.setdefault(name, []).extend((job, result) for job in jobs)
                     counted[name] = counted.get(name, 0) + 1
+                elif kind == "complete_each":
+                    pending.setdefault(name, []).extend(zip(jobs, result, strict=True))
+                    counted[name] = counted.get(name, 0) + 1
                 elif kind in ("requeue", "interrupt"):
                     self.requeue(name, jobs, started=kind == "interrupt", output=result)
+                elif kind == "unclaim":
+                    self.requeue(name, jobs, started=False, output=result)
+                    self._settled(name, 1)
                 else:
-                    self.fail(name, jobs, result)
+                    self.fail(name, jobs, result, terminal=kind == "dead_letter")
                     self._settled(name, 1)
                 if stopping or sum(map(len, pending.values())) >= SETTLE_BATCH:
                     break
@@ -164,8 +173,10 @@ class Settler:
             self.stats.add(completed=len(settled), lost=lost)
         return [], None
 
-    def fail(self, name: str, jobs: list[Job], failure: Any) -> None:
-        """Fail ``jobs`` with ``failure`` (an exception or an output dict), so they retry.
+    def fail(self, name: str, jobs: list[Job], failure: Any, *, terminal: bool = False) -> None:
+        """Fail ``jobs`` with ``failure`` (an exception or an output dict), so they retry (with
+        ``terminal``, for good at once: to the dead letter). A job that goes to its dead letter
+        queue is logged with the copy's id.
 
         The output is made storable first; if the database refuses it anyway, a shorter one is
         tried, then each job on its own, so one job's refusal never keeps another from failing.
@@ -176,13 +187,13 @@ class Settler:
         attempts = 0
         while True:
             try:
-                failed = self.jobs.fail(name, jobs, output)
+                failed, copies = self.jobs.fail_reporting(name, jobs, output, terminal=terminal)
                 break
             except Exception as exc:
                 if is_refusal(exc):
                     if len(jobs) > 1:
                         for job in jobs:
-                            self.fail(name, [job], output)
+                            self.fail(name, [job], output, terminal=terminal)
                         return
                     shorter = _shorter(output, exc)
                     if shorter != output:
@@ -203,6 +214,14 @@ class Settler:
                     return
                 self._trouble(f"failing jobs of {name}", exc, attempts)
         self.stats.add(failed=failed, lost=len(jobs) - failed)
+        for source, dead_letter, copy in copies:
+            logger.warning(
+                "job %s of %s failed for good and went to its dead letter queue %s as job %s",
+                source,
+                name,
+                dead_letter,
+                copy,
+            )
 
     def requeue(self, name: str, jobs: list[Job], *, started: bool, output: Any) -> None:
         """Put the jobs of a stopping worker back in the queue without charging an attempt

@@ -8,6 +8,7 @@ import time
 
 from django.db import connections
 
+from django_pgboss.cancellation import SHUTDOWN
 from django_pgboss.records import Job
 from django_pgboss.worker.core import logger
 from django_pgboss.worker.handlers import HandlerThreads
@@ -33,12 +34,11 @@ class Shutdown(HandlerThreads):
                     break
                 self._lock.wait(min(0.1, max(deadline - time.monotonic(), 0)))
         with self._lock:
-            leftovers = {name: list(state.in_flight.values()) for name, state in self._queues.items()}
             # They are put back below; nothing of this worker holds them any more (no heartbeat).
-            for state in self._queues.values():
-                state.in_flight.clear()
-                state.last_touch.clear()
+            leftovers = {name: state.release_all() for name, state in self._queues.items()}
         for name, jobs in leftovers.items():
+            for job in jobs:
+                job.signal.set(SHUTDOWN, "the worker stopped and its grace period ended")
             if jobs:
                 logger.warning(
                     "stopping: %d job(s) of %s still running go back to the queue, their attempt not "
@@ -60,7 +60,10 @@ class Shutdown(HandlerThreads):
             self._listener.stop()
         for thread in self._threads:
             # Handlers past the grace period are left running (daemon threads): their jobs went
-            # back above, and a settle they attempt later finds no active job to settle.
+            # back above, and a settle they attempt later finds no active job to settle. So are
+            # handlers detached at a deadline (worker/deadlines.py), whose units are settled.
+            if thread in self._detached:
+                continue
             if not thread.name.startswith("pgboss-handler") or not any(leftovers.values()):
                 thread.join(timeout=30)
         connections.close_all()
@@ -87,8 +90,7 @@ class Shutdown(HandlerThreads):
                     unstarted += unit[1]
                     state.free += 1
                 for job in unstarted:
-                    state.in_flight.pop(job.id, None)
-                    state.last_touch.pop(job.id, None)
+                    state.release(job.id)
                 if unstarted:
                     logger.info(
                         "stopping: %d claimed job(s) of %s that had not started go back to the queue",

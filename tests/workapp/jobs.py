@@ -46,7 +46,12 @@ def unstorable(job):
 
 @work("batched", batch=True, batch_size=5, polling_interval_seconds=0.2)
 def batched(jobs):
-    return {"batch": sorted(j.data["n"] for j in jobs)}
+    batch = sorted(j.data["n"] for j in jobs)
+    marker = jobs[0].data.get("marker")
+    if marker:
+        with Path(marker).open("a") as f:
+            f.write(" ".join(map(str, batch)) + "\n")
+    return {"batch": batch}
 
 
 @work("live", polling_interval_seconds=30)
@@ -82,3 +87,44 @@ def rude(job):
             value = [value]
         return {"deep": value}
     return {"ok": job.data.get("n")}
+
+
+@work("deadline", concurrency=2, polling_interval_seconds=0.2)
+def deadline(job):
+    """Misbehaves on its first attempt as the job's data says; every retry just completes."""
+    _note(job, "start")
+    mode = job.data.get("mode") if job.retry_count == 0 else None
+    if mode == "forever":
+        # Ignores its signal: the worker fails the job at its deadline and abandons the thread.
+        while True:
+            time.sleep(0.05)
+    if mode == "late":
+        time.sleep(job.data["sleep"])  # ignores its signal, then returns a result too late
+        _note(job, "late")
+        return {"late": True}
+    if mode == "cooperative":
+        job.signal.wait(60)
+        _note(job, "stopped")
+        job.signal.raise_if_set()
+    if mode == "sleep":
+        time.sleep(job.data["sleep"])
+    _note(job, "end")
+    return {"attempt": job.retry_count, "pid": os.getpid()}
+
+
+@work("perjob", batch=True, batch_size=10, per_job_results=True, polling_interval_seconds=0.2)
+def perjob(jobs):
+    """One outcome per job, as each job's data asks; plus an entry for a job it was not given."""
+    from django_pgboss import JobResult
+
+    results = []
+    for job in jobs:
+        outcome = job.data["outcome"]
+        if outcome == "completed":
+            results.append(JobResult.completed(job, {"n": job.data["n"]}))
+        elif outcome == "failed":
+            results.append(JobResult.failed(job, {"why": f"failed {job.data['n']}"}))
+        elif outcome == "deadletter":
+            results.append({"id": job.id, "status": "deadletter", "output": {"why": "poison"}})
+    results.append(JobResult.completed("00000000-0000-4000-8000-000000000000", {"stranger": True}))
+    return results

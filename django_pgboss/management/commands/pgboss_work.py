@@ -23,7 +23,7 @@ from django_pgboss.tasks.registrations import worker_tasks
 from django_pgboss.version import version_text
 from django_pgboss.worker.backoff import when_reachable
 from django_pgboss.worker.launch import LaunchError, build_worker
-from django_pgboss.worker.runner import Worker
+from django_pgboss.worker.runner import EXIT_ABANDONED_THREADS, Worker
 
 
 class Command(BaseCommand):
@@ -58,6 +58,15 @@ class Command(BaseCommand):
                 "to the queue (default 30)"
             ),
         )
+        parser.add_argument(
+            "--max-abandoned-threads",
+            type=int,
+            help=(
+                "how many handler threads that ignore their job's cancellation signal (past its "
+                "deadline) may go on running before the worker stops and exits with status "
+                f"{EXIT_ABANDONED_THREADS} (default settings.PGBOSS['MAX_ABANDONED_THREADS'])"
+            ),
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         for option in ("concurrency", "batch_size", "max_jobs"):
@@ -70,6 +79,10 @@ class Command(BaseCommand):
                     arguments.integer(flag, value, minimum=1)
                 except InvalidOption as exc:
                     raise CommandError(str(exc)) from None
+        if options["max_abandoned_threads"] is not None and options["max_abandoned_threads"] < 0:
+            raise CommandError(
+                f"--max-abandoned-threads must be >= 0, not {options['max_abandoned_threads']}"
+            )
         if options["grace_seconds"] < 0:
             raise CommandError(f"--grace-seconds must be >= 0, not {options['grace_seconds']}")
         configure_logging(options["verbosity"])
@@ -89,6 +102,7 @@ class Command(BaseCommand):
                 task_source=worker_tasks,
                 max_jobs=options["max_jobs"],
                 grace_seconds=options["grace_seconds"],
+                max_abandoned_threads=options["max_abandoned_threads"],
             )
 
         try:
@@ -112,6 +126,14 @@ class Command(BaseCommand):
         )
         if worker.aborted:
             raise CommandError("stopped at once by a second signal; running jobs were put back in the queue")
+        if worker.exit_status:
+            # Not a CommandError (status 1): the process supervisor may tell this stop apart.
+            self.stderr.write(
+                f"stopped: {stats.abandoned} handler thread(s) ignored their job's cancellation signal, "
+                f"more than --max-abandoned-threads allows; exiting with status {worker.exit_status} "
+                "for a fresh process to take over"
+            )
+            raise SystemExit(worker.exit_status)
 
     def _install_signal_handlers(self, holder: list[Worker], waiting: threading.Event) -> None:
         received: list[int] = []
