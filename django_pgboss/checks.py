@@ -108,6 +108,7 @@ NUMERIC_SETTINGS = {
     "WARNING_SLOW_QUERY_SECONDS": (1, None),
     "WARNING_RETENTION_DAYS": (1, 365),
     "REINDEX_INTERVAL_SECONDS": (1, 86_400),
+    "MAX_ABANDONED_THREADS": (0, None),
 }
 BOOLEAN_SETTINGS = (
     "PREPARED_STATEMENTS",
@@ -120,7 +121,7 @@ BOOLEAN_SETTINGS = (
 
 @register(Tags.compatibility)
 def check_monitor_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
-    """pgboss.E005: the monitor's settings are in range."""
+    """pgboss.E005: the monitor's (and the worker's) settings are in range."""
     errors = []
     try:
         values = {key: getattr(pgboss_settings, key) for key in (*NUMERIC_SETTINGS, *BOOLEAN_SETTINGS)}

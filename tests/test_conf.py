@@ -29,6 +29,7 @@ def test_defaults_apply_for_missing_keys():
         "MONITOR_VACUUM": True,
         "REINDEX": True,
         "REINDEX_INTERVAL_SECONDS": 86400,
+        "MAX_ABANDONED_THREADS": 5,
     }
 
 

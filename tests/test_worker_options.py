@@ -110,7 +110,7 @@ def test_heartbeat_refresh_seconds_sets_how_often_running_jobs_are_touched():
 
 
 def test_a_heartbeat_that_finds_the_claim_gone_sets_the_jobs_signal():
-    boss.create_queue("beating", heartbeat_seconds=1, retry_limit=3)
+    boss.create_queue("beating", heartbeat_seconds=10, retry_limit=3)
     started = threading.Event()
     reasons = []
 
