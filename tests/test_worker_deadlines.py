@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from django_pgboss import JobCancelled, JobResult, boss
+from django_pgboss import JobCancelled, JobResult, boss, signals
 from django_pgboss.cancellation import JobSignal
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.exceptions import InvalidOption
@@ -212,8 +212,14 @@ def test_a_cooperative_handler_stops_within_100_ms_of_its_signal():
         stopped.set()
         job.signal.raise_if_set()
 
-    boss.send("coop", {}, expire_in_seconds=1)
+    received = []
+
+    def on_cancelled(sender, worker, queue, job, reason, **kwargs):
+        received.append((sender, worker, queue, job.id, reason))
+
+    job_id = boss.send("coop", {}, expire_in_seconds=1)
     worker = Worker([Registration("coop", handler, polling_interval_seconds=0.1)], grace_seconds=1)
+    signals.job_cancelled.connect(on_cancelled)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
@@ -223,7 +229,9 @@ def test_a_cooperative_handler_stops_within_100_ms_of_its_signal():
     finally:
         worker.stop()
         thread.join(30)
+        signals.job_cancelled.disconnect(on_cancelled)
     assert worker.stats.deadlines == 1 and worker.stats.abandoned == 0
+    assert received == [(Worker, worker, "coop", job_id, "deadline")]
 
 
 def test_a_stop_whose_grace_period_ends_sets_the_running_jobs_signals():

@@ -19,6 +19,7 @@ from typing import Any
 
 from django.db import close_old_connections, connections
 
+from django_pgboss import signals
 from django_pgboss.api.boss import Boss
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.records import Job
@@ -192,6 +193,16 @@ class WorkerCore:
 
     def _in_flight_count(self) -> int:
         return sum(len(state.in_flight) for state in self._queues.values())
+
+    def _cancel(self, name: str, jobs: list[Job], reason: str, message: str) -> None:
+        """Set the cancellation signal of each of ``jobs`` (of queue ``name``) and send
+        ``job_cancelled`` for each one this call set. Never called with ``self._lock`` held: the
+        signal's callbacks and the receivers are other people's code."""
+        for job in jobs:
+            if job.signal.set(reason, message):
+                signals.send(
+                    signals.job_cancelled, type(self), worker=self, queue=name, job=job, reason=reason
+                )
 
     def _stop_when_idle(self) -> None:
         """With --max-jobs reached, stop once the last claimed job is settled."""

@@ -60,7 +60,7 @@ class Deadlines(HandlerThreads):
 
     def _keep_deadlines(self) -> None:
         while True:
-            cancelled: list[Job] = []
+            cancelled: list[tuple[str, list[Job]]] = []
             with self._lock:
                 # Kept through a stop's grace period too: a job that passes its deadline then is failed.
                 if (self._stopping.is_set() and not self._in_flight_count()) or self._aborting.is_set():
@@ -72,16 +72,17 @@ class Deadlines(HandlerThreads):
                     if deadline is None:
                         continue
                     if deadline <= now:
-                        cancelled += self._detach(thread, unit, now)
+                        cancelled.append((unit[0], self._detach(thread, unit, now)))
                     else:
                         upcoming.append(deadline)
                 if not cancelled:
                     wait = min([DEADLINE_TICK_SECONDS, *(deadline - now for deadline in upcoming)])
                     self._lock.wait(max(wait, 0.001))
             # Outside the lock: a signal runs its callbacks, which are the handler's code.
-            for job in cancelled:
-                job.signal.set(
-                    DEADLINE, f"the job passed its deadline (expire_in_seconds {job.expire_in_seconds})"
+            for name, jobs in cancelled:
+                seconds = max(job.expire_in_seconds for job in jobs)
+                self._cancel(
+                    name, jobs, DEADLINE, f"the job passed its deadline (expire_in_seconds {seconds})"
                 )
 
     def _unit_deadline(self, unit: Unit) -> float | None:

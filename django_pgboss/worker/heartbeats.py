@@ -60,11 +60,12 @@ class Heartbeats(WorkerCore):
                         if job.id in self._queues[name].last_touch:
                             self._queues[name].last_touch[job.id] = now
                 lost = [job for job in jobs if job.id not in touched]
-                for job in lost:
-                    job.signal.set(
-                        CLAIM_LOST,
-                        "the job's claim was lost: its attempt is no longer active under this worker",
-                    )
+                self._cancel(
+                    name,
+                    lost,
+                    CLAIM_LOST,
+                    "the job's claim was lost: its attempt is no longer active under this worker",
+                )
                 if lost:
                     logger.warning(
                         "%d running job(s) of %s are no longer held by this worker (their claim lapsed): "

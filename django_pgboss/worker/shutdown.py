@@ -37,8 +37,7 @@ class Shutdown(HandlerThreads):
             # They are put back below; nothing of this worker holds them any more (no heartbeat).
             leftovers = {name: state.release_all() for name, state in self._queues.items()}
         for name, jobs in leftovers.items():
-            for job in jobs:
-                job.signal.set(SHUTDOWN, "the worker stopped and its grace period ended")
+            self._cancel(name, jobs, SHUTDOWN, "the worker stopped and its grace period ended")
             if jobs:
                 logger.warning(
                     "stopping: %d job(s) of %s still running go back to the queue, their attempt not "
