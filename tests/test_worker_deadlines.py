@@ -350,3 +350,24 @@ def test_a_bad_max_abandoned_threads_is_refused_before_any_fetch():
 def _stderr(worker) -> str:
     """What the worker logged so far (kept, so that _stop() can give the whole of it)."""
     return _peek_stderr(worker)
+
+
+@pytest.mark.node
+def test_pg_boss_reads_the_dead_letter_copy_a_per_job_result_made(run_pgboss):
+    boss.create_queue("perjob-dlq")
+    boss.create_queue("perjob", retry_limit=3, dead_letter="perjob-dlq")
+    (job_id,) = run_pgboss(
+        "send",
+        pgboss_settings.SCHEMA,
+        "perjob",
+        json.dumps([{"data": {"n": 7, "outcome": "deadletter"}}]),
+    )["ids"]
+    result = run_worker("--queue", "perjob", "--burst")
+    assert result.returncode == 0, result.stderr
+    (copy_id,) = rows("SELECT id::text FROM {s}.job WHERE name = 'perjob-dlq' AND source_id = %s", [job_id])[
+        0
+    ]
+    (seen,) = run_pgboss("get", pgboss_settings.SCHEMA, "perjob", job_id)["jobs"]
+    assert (seen["state"], seen["retryCount"], seen["output"]) == ("failed", 0, {"why": "poison"})
+    (copy,) = run_pgboss("get", pgboss_settings.SCHEMA, "perjob-dlq", copy_id)["jobs"]
+    assert (copy["sourceId"], copy["data"]) == (job_id, {"n": 7, "outcome": "deadletter"})

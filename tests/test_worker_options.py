@@ -110,7 +110,7 @@ def test_heartbeat_refresh_seconds_sets_how_often_running_jobs_are_touched():
 
 
 def test_a_heartbeat_that_finds_the_claim_gone_sets_the_jobs_signal():
-    boss.create_queue("beating", heartbeat_seconds=10, retry_limit=3)
+    boss.create_queue("beating", heartbeat_seconds=10, retry_limit=3, retry_delay=60)
     started = threading.Event()
     reasons = []
 
@@ -134,3 +134,31 @@ def test_a_heartbeat_that_finds_the_claim_gone_sets_the_jobs_signal():
     ((reason, message),) = reasons
     assert reason == "claim_lost" and "claim was lost" in message
     assert job_row(job_id, "output")[0] == {"by": "someone else"}
+
+
+@pytest.mark.parametrize("notify_interval", [None, 30.0])
+def test_notify_polling_interval_seconds_is_how_often_a_notify_queue_polls_while_notifications_arrive(
+    notify_interval,
+):
+    # A job deferred at its send sends no notification (only runnable jobs do), so polling alone
+    # finds it once it is due: within polling_interval_seconds by default, not for 30 s with the
+    # option set while the LISTEN connection is up.
+    boss.create_queue("quiet", notify=True)
+    registration = Registration(
+        "quiet",
+        lambda job: None,
+        polling_interval_seconds=0.2,
+        notify_polling_interval_seconds=notify_interval,
+    )
+    worker = Worker([registration])
+    thread = _running(worker)
+    try:
+        wait_for(lambda: worker._listener is not None and worker._listener.connected.is_set(), timeout=15)
+        time.sleep(0.5)  # the first fetch (at start) has come back empty and the loop waits
+        job_id = boss.send("quiet", {}, start_after=1)
+        time.sleep(3)
+        state = job_row(job_id, "state")[0]
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert state == ("completed" if notify_interval is None else "created")

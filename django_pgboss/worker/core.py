@@ -2,10 +2,11 @@
 
 The Worker (worker/runner.py) is assembled from one class per responsibility: the fetch loops
 (worker/fetching.py), the handler threads (worker/handlers.py), the heartbeats
-(worker/heartbeats.py) and the stop (worker/shutdown.py). Each part reads and writes the state
-declared on WorkerCore below, always under its one lock (``_lock``), and calls the few helpers it
-defines. Only the stop builds on another part (the handler threads, whose dead ones it must
-replace while it waits); the others import none of their siblings.
+(worker/heartbeats.py), the deadlines (worker/deadlines.py) and the stop (worker/shutdown.py).
+Each part reads and writes the state declared on WorkerCore below, always under its one lock
+(``_lock``), and calls the few helpers it defines. Only the stop and the deadlines build on another part (the handler threads: the stop
+replaces dead ones while it waits, the deadlines start a thread in place of one left running past
+its deadline); the others import none of their siblings.
 """
 
 from __future__ import annotations
