@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from django_pgboss.api.boss import Boss, boss
 from django_pgboss.api.deadletters import RedriveDestination, RedrivePreview, RedriveResult
+from django_pgboss.api.flows import FlowJob
 from django_pgboss.cancellation import JobSignal
 from django_pgboss.constants import SCHEMA_VERSION, UNSET, JobState, QueuePolicy
 from django_pgboss.exceptions import (
     DeadLetterQueueNotFound,
+    DuplicateFlowRef,
+    EmptyFlow,
+    FlowCycle,
+    FlowJobRefused,
     ImproperlyConfiguredSchema,
+    InvalidFlow,
     InvalidJobReference,
     InvalidOption,
     InvalidPolicy,
@@ -27,9 +33,10 @@ from django_pgboss.exceptions import (
     QueueInUse,
     QueueNotFound,
     ReadOnlyModelError,
+    UnknownFlowRef,
     WrongPolicy,
 )
-from django_pgboss.records import Job, QueueInfo, UpdateResult, UpsertResult
+from django_pgboss.records import DependencyRef, Job, QueueInfo, UpdateResult, UpsertResult
 from django_pgboss.worker.registry import work
 from django_pgboss.worker.results import JobResult
 
@@ -41,7 +48,14 @@ __all__ = [
     "UNSET",
     "Boss",
     "DeadLetterQueueNotFound",
+    "DependencyRef",
+    "DuplicateFlowRef",
+    "EmptyFlow",
+    "FlowCycle",
+    "FlowJob",
+    "FlowJobRefused",
     "ImproperlyConfiguredSchema",
+    "InvalidFlow",
     "InvalidJobReference",
     "InvalidOption",
     "InvalidPolicy",
@@ -65,6 +79,7 @@ __all__ = [
     "RedriveDestination",
     "RedrivePreview",
     "RedriveResult",
+    "UnknownFlowRef",
     "UpdateResult",
     "UpsertResult",
     "WrongPolicy",

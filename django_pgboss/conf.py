@@ -45,6 +45,10 @@ DEFAULTS: dict[str, Any] = {
     # How often the timekeeper's pass may run, across every monitor (pg-boss's
     # cronMonitorIntervalSeconds): 1 to 45 seconds, since an occurrence stays due for a minute.
     "CRON_INTERVAL_SECONDS": 30,
+    # How often the monitor's flow pass may run, across every monitor (pg-boss's
+    # flowIntervalSeconds, at least 1): a flow's children are unblocked within about this long of
+    # their last parent completing.
+    "FLOW_INTERVAL_SECONDS": 5,
     # Defer the stats aggregate after one long enough to hold back autovacuum; and warn when the job
     # tables' dead rows are not being reclaimed (xmin_horizon, autovacuum_disabled).
     "MONITOR_VACUUM": True,

@@ -99,6 +99,38 @@ class WrongPolicy(InvalidOption):
     key_strict_fifo); the message names the queue and its policy."""
 
 
+class InvalidFlow(InvalidOption):
+    """A flow() graph that cannot be inserted; the message names the job (its ref) or the queue.
+    Raised before anything is written: the whole flow is inserted, or none of it."""
+
+
+class EmptyFlow(InvalidFlow):
+    """flow() was given no jobs, or too few to make a graph (pg-boss needs two jobs, one of them
+    depending on another)."""
+
+
+class DuplicateFlowRef(InvalidFlow):
+    """Two jobs of one flow() share a ref."""
+
+
+class UnknownFlowRef(InvalidFlow):
+    """A job's depends_on names a ref that no job of the flow has."""
+
+
+class FlowCycle(InvalidFlow):
+    """The flow's dependencies form a cycle (a job depending on itself included), so no job of the
+    cycle could ever run; the message lists the refs on it."""
+
+
+class FlowJobRefused(PgBossError):
+    """A flow job was not inserted (its queue's policy or a throttle slot dropped it, or its id is
+    taken); the flow was rolled back whole. Its ``refs`` attribute lists the jobs refused."""
+
+    def __init__(self, message: str, refs: list[str]) -> None:
+        super().__init__(message)
+        self.refs = refs
+
+
 class SchemaError(PgBossError, CommandError):
     """The pg-boss schema in the database is not one django_pgboss can use or install over.
 

@@ -202,6 +202,8 @@ class PassReport:
     stalled: int = 0
     maintained: list[str] = field(default_factory=list)
     deleted: int = 0
+    #: Flow edges (job_dependency rows) deleted because their child or parent job was gone.
+    dependencies_deleted: int = 0
     warnings: list[str] = field(default_factory=list)
     backoff_seconds: float | None = None
     stats_seconds: float = 0.0
@@ -209,3 +211,12 @@ class PassReport:
     failed: list[tuple[str, str]] = field(default_factory=list)
     #: Queues deleted while the pass ran, skipped.
     vanished: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class DependencyRef:
+    """One end of a flow edge: a job's queue and id (what get_dependencies() and get_dependents()
+    return, pg-boss's DependencyRef)."""
+
+    name: str
+    id: str

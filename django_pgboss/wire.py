@@ -53,6 +53,10 @@ WIRE_NAMES: dict[str, str] = {
     "singleton_slot": "__singletonSlot",
     "group_id": "groupId",
     "group_tier": "groupTier",
+    # A flow job's columns (flow() only).
+    "blocked": "blocked",
+    "blocking": "blocking",
+    "pending_dependencies": "pendingDependencies",
 }
 #: pg-boss's key -> snake_case option, for reading stored documents back.
 PYTHON_NAMES: dict[str, str] = {wire: python for python, wire in WIRE_NAMES.items()}

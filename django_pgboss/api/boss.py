@@ -20,6 +20,7 @@ from typing import Any
 from django_pgboss.api.deadletters import DeadLetters, RedrivePreview, RedriveResult
 from django_pgboss.api.editing import PURGE_BATCH_SIZE, JobEditor
 from django_pgboss.api.events import EventStore
+from django_pgboss.api.flows import FlowGraph, FlowJob, FlowStore, RelatedJob
 from django_pgboss.api.indexes import reindex_commands
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.api.queues import QueueStore
@@ -28,7 +29,15 @@ from django_pgboss.api.sending import JobSender
 from django_pgboss.arguments import JobReference
 from django_pgboss.constants import UNSET
 from django_pgboss.db.context import DatabaseContext
-from django_pgboss.records import Job, PassReport, QueueInfo, StatsPoint, UpdateResult, UpsertResult
+from django_pgboss.records import (
+    DependencyRef,
+    Job,
+    PassReport,
+    QueueInfo,
+    StatsPoint,
+    UpdateResult,
+    UpsertResult,
+)
 
 
 class Boss:
@@ -52,6 +61,7 @@ class Boss:
         self._events = EventStore(self._context, self._sender)
         self._schedules = ScheduleStore(self._context)
         self._dead_letters = DeadLetters(self._context)
+        self._flows = FlowStore(self._context)
 
     def __repr__(self) -> str:
         return f"<Boss using={self.using!r} schema={self.schema!r}>"
@@ -460,6 +470,59 @@ class Boss:
         WrongPolicy for a queue of another policy.
         """
         return self._editor.get_blocked_keys(name)
+
+    # -- flows ---------------------------------------------------------------------------------
+
+    def flow(self, jobs: Sequence[FlowJob | Mapping[str, Any]]) -> dict[str, str]:
+        """Insert a graph of jobs in which each job runs only once the jobs it depends on completed
+        (pg-boss's flow()); returns each job's id by its ref.
+
+        ``jobs`` is a list of FlowJob, or of dicts with the same keys: ``ref`` (the job's name
+        within the flow), ``name`` (its queue), ``data``, ``options`` (send()'s) and
+        ``depends_on`` (refs). A job with parents is inserted blocked, with its number of parents
+        pending; the monitor's flow pass (manage.py pgboss_monitor) unblocks it once they have all
+        completed. A parent that fails for good, is cancelled or deleted leaves its children
+        blocked, as in pg-boss (retry() or resume() it and the flow goes on).
+
+        All or nothing, in one transaction (a savepoint inside the caller's
+        ``transaction.atomic()``, so it commits or rolls back with the caller's writes). Raises,
+        before anything is written, EmptyFlow (no jobs, fewer than two, or none depending on
+        another), DuplicateFlowRef, UnknownFlowRef (a depends_on naming no job of the flow),
+        FlowCycle, QueueNotFound naming the job and its queue, InvalidOption for a job's options;
+        FlowJobRefused (nothing written) when a queue's policy or a throttle slot drops a job.
+        """
+        return self._flows.flow(jobs)
+
+    def get_dependencies(self, name: str, job_id: str | uuid.UUID) -> list[DependencyRef]:
+        """The jobs job (``name``, ``job_id``) depends on (its parents), as DependencyRef(name, id)."""
+        return self._flows.get_dependencies(name, job_id)
+
+    def get_dependents(self, name: str, job_id: str | uuid.UUID) -> list[DependencyRef]:
+        """The jobs that depend on job (``name``, ``job_id``) (its children), as DependencyRef(name, id)."""
+        return self._flows.get_dependents(name, job_id)
+
+    def get_parent_outputs(self, name: str, job_id: str | uuid.UUID) -> dict[DependencyRef, Any]:
+        """The outputs of the job's completed parents, by DependencyRef: what a flow job's handler
+        reads its inputs from (``boss.get_parent_outputs(job.name, job.id)``). A parent deleted
+        since (retention, delete_after_seconds) is left out."""
+        return self._flows.get_parent_outputs(name, job_id)
+
+    def get_flow_jobs(self, name: str, job_id: str | uuid.UUID, *, parents: bool) -> list[RelatedJob]:
+        """The job's parents (``parents=True``) or children, each with its state (None once
+        deleted), output and completed_on; what the admin's job page lists."""
+        return self._flows.related(name, job_id, parents=parents)
+
+    def get_flow(self, name: str, job_id: str | uuid.UUID) -> FlowGraph:
+        """The whole flow job (``name``, ``job_id``) belongs to: every job linked to it through
+        dependencies, either way, with its state, and the edges as (parent, child) pairs."""
+        return self._flows.graph(name, job_id)
+
+    def resolve_flow(self, queues: Iterable[str] | None = None) -> int:
+        """Run a flow pass now (pg-boss's resolveFlow()): unblock the children of every completed
+        parent of ``queues`` (default all) whose other parents completed too. The monitor runs one
+        every PGBOSS["FLOW_INTERVAL_SECONDS"]; this one skips that cadence. Returns how many
+        completed parents were resolved."""
+        return self._flows.resolve(None if queues is None else list(queues))
 
     # -- dead letters --------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import QueueNotFound
+from django_pgboss.monitor.flows import FlowReport, FlowResolver
 from django_pgboss.monitor.health import Health
 from django_pgboss.monitor.loop import run_periodically
 from django_pgboss.monitor.slow_queries import timed_statements
@@ -49,6 +50,7 @@ class Monitor:
         cron: bool = True,
         on_pass: Callable[[PassReport], None] | None = None,
         on_cron: Callable[[CronReport], None] | None = None,
+        on_flow: Callable[[FlowReport], None] | None = None,
     ) -> None:
         self.context = context or DatabaseContext()
         self.queues = None if not queues else [validate_queue_name(q, "queue") for q in queues]
@@ -59,6 +61,16 @@ class Monitor:
             arguments.number("interval_seconds", interval, minimum=MIN_INTERVAL_SECONDS, unit="second")
         )
         self.timekeeper = Timekeeper(self.context) if cron else None
+        flow_interval = float(
+            arguments.number(
+                "FLOW_INTERVAL_SECONDS",
+                pgboss_settings.FLOW_INTERVAL_SECONDS,
+                minimum=MIN_INTERVAL_SECONDS,
+                unit="second",
+            )
+        )
+        self.flows = FlowResolver(self.context, self.queues, flow_interval)
+        self.on_flow = on_flow
         self.health = Health(self.context, sender=type(self))
         self.on_pass = on_pass
         self.on_cron = on_cron
@@ -97,9 +109,19 @@ class Monitor:
             self.on_cron(report)
         return report
 
+    def resolve_flows(self, *, gated: bool = True) -> FlowReport:
+        """One flow pass now (see monitor/flows.py); the report goes to ``on_flow`` too."""
+        report = self.flows.run_pass(gated=gated)
+        if self.on_flow is not None:
+            self.on_flow(report)
+        return report
+
     def run_once(self) -> tuple[PassReport, CronReport | None]:
-        """One monitor pass and one timekeeper pass; what ``pgboss_monitor --once`` does."""
-        return self.supervise(), self.tick_cron()
+        """One monitor pass, one flow pass (without the flow cadence gate: it was asked for now)
+        and one timekeeper pass; what ``pgboss_monitor --once`` does."""
+        report = self.supervise()
+        self.resolve_flows(gated=False)
+        return report, self.tick_cron()
 
     def run(self) -> None:
         """Pass after pass until stop(): the monitor's pass every ``interval_seconds``, cron every
@@ -108,7 +130,10 @@ class Monitor:
         A stop() that came first, even before run() was called (a signal during start-up), is
         kept: run() then returns at once. A stopped Monitor stays stopped.
         """
-        passes: list[tuple[Callable[[], object], float]] = [(self.supervise, self.interval_seconds)]
+        passes: list[tuple[Callable[[], object], float]] = [
+            (self.supervise, self.interval_seconds),
+            (self.resolve_flows, self.flows.interval_seconds),
+        ]
         if self.timekeeper is not None:
             passes.append((self.tick_cron, self.timekeeper.interval_seconds))
         cron = (

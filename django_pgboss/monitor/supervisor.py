@@ -11,7 +11,8 @@ One pass, for every job table and every chunk of up to 100 of its queues:
    backoff holds the count off: those are narrow updates that pin nothing). Only claimed queues:
    each sweep reads the queues' rows, and running it on every pass for every queue made the
    sweeps most of a pass's cost (bench/README.md, "Supervise");
-4. claim the queues whose retention is due (maintain_on) and delete their old jobs.
+4. claim the queues whose retention is due (maintain_on), delete their old jobs, then the flow
+   edges (job_dependency) whose child or parent job is gone.
 
 Then the tail: the vacuum backoff when the pass's aggregates held their snapshots too long, and
 retention of queue_stats partitions and warnings. Any number of monitors may run this at once.
@@ -40,6 +41,7 @@ from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier, quote_job_table
 from django_pgboss.monitor.slow_queries import timed_statements
+from django_pgboss.plans import flows as flow_plans
 from django_pgboss.plans import maintenance as maintenance_plans
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import stats as stats_plans
@@ -252,6 +254,14 @@ def _maintain(context: DatabaseContext, table: str, chunk: list[str], report: Pa
         cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}deletion")})
         cursor.execute(maintenance_plans.delete_old_jobs(schema, table), {"names": due})
         report.deleted += cursor.rowcount
+    # Then the flow edges whose child or parent is gone (deleted just now, or by delete_job() or a
+    # purge since), as pg-boss's maintenance follows its deletion with cleanupDependencies.
+    with context.atomic(), context.cursor() as cursor:
+        cursor.execute(
+            queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}cleanupDependencies")}
+        )
+        cursor.execute(flow_plans.cleanup_dependencies(schema, table), {"names": due})
+        report.dependencies_deleted += cursor.rowcount
     report.maintained += due
 
 

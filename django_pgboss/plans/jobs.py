@@ -29,6 +29,11 @@ _RECORDSET = """
         "retentionSeconds" integer,
         "deadLetter" text,
         "heartbeatSeconds" integer"""
+# The flow columns a flow() insert adds to the recordset (pg-boss's names).
+_FLOW_RECORDSET = """,
+        blocked boolean,
+        blocking boolean,
+        "pendingDependencies" integer"""
 
 
 def _column_names(recordset: str) -> str:
@@ -54,7 +59,13 @@ def listen(channel: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def insert_jobs(
-    schema: str, table: str, *, returning: bool = True, notify: bool = False, slots: bool = False
+    schema: str,
+    table: str,
+    *,
+    returning: bool = True,
+    notify: bool = False,
+    slots: bool = False,
+    flow: bool = False,
 ) -> str:
     """Insert a batch of jobs from a JSON array, in one statement.
 
@@ -78,14 +89,26 @@ def insert_jobs(
     key's jobs ran in any order, and equal-priority jobs of any queue were fetched in any order.
     pg-boss 12.35's insert has the same tie (created_on = job_now() for every row, heads ordered
     by created_on, id). A batch of n jobs spans n microseconds, a millisecond for 1,000.
+
+    With ``flow`` each job also carries its flow columns (blocked, blocking, pendingDependencies,
+    absent meaning false/0), as pg-boss's flow() insert writes them; only api/flows.py asks for it.
     """
     slot = fragments.singleton_slot(schema, 'j."singletonSeconds"::float8', 'j."singletonOffset"::float8')
     if slots:
         slot = f"""CASE WHEN j."__singletonSlot" IS NOT NULL THEN j."__singletonSlot"::timestamp
         ELSE {slot} END"""
     recordset = _RECORDSET + ("," + chr(10) + '        "__singletonSlot" text' if slots else "")
+    columns: tuple[str, ...] = fragments.INSERT_COLUMNS
+    flow_values = ""
+    if flow:
+        recordset += _FLOW_RECORDSET
+        columns += ("blocked", "blocking", "pending_dependencies")
+        flow_values = """,
+      COALESCE(j.blocked, false),
+      COALESCE(j.blocking, false),
+      COALESCE(j."pendingDependencies", 0)"""
     insert = f"""
-    INSERT INTO {schema}.{table} ({", ".join(fragments.INSERT_COLUMNS)})
+    INSERT INTO {schema}.{table} ({", ".join(columns)})
     SELECT
       COALESCE(j.id, gen_random_uuid()),
       q.name,
@@ -106,7 +129,7 @@ def insert_jobs(
       COALESCE(j."retryDelayMax", q.retry_delay_max),
       q.policy,
       COALESCE(j."deadLetter", q.dead_letter),
-      COALESCE(j."heartbeatSeconds", q.heartbeat_seconds)
+      COALESCE(j."heartbeatSeconds", q.heartbeat_seconds){flow_values}
     FROM (
       SELECT x.*, {fragments.start_after(schema, 'x."startAfter"')} AS start_after
       FROM ROWS FROM (json_to_recordset(%(jobs)s::json) AS ({recordset}

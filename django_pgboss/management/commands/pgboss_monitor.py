@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django_pgboss.db.installed import ensure_installed
 from django_pgboss.exceptions import PgBossError
 from django_pgboss.management.console import configure_logging
+from django_pgboss.monitor.flows import FlowReport
 from django_pgboss.monitor.runner import Monitor
 from django_pgboss.monitor.timekeeper import CronReport
 from django_pgboss.records import PassReport
@@ -55,6 +56,7 @@ class Command(BaseCommand):
                 interval_seconds=interval,
                 on_pass=self._report,
                 on_cron=self._report_cron,
+                on_flow=self._report_flow,
             )
             ensure_installed(monitor.context)
             monitor.check_queues()
@@ -75,6 +77,10 @@ class Command(BaseCommand):
     def _report_cron(self, report: CronReport) -> None:
         if report.claimed or report.sent:
             self.stdout.write(f"cron pass: {report.filed} occurrence(s) filed, {report.sent} job(s) sent")
+
+    def _report_flow(self, report: FlowReport) -> None:
+        if report.resolved:
+            self.stdout.write(f"flow pass: {report.resolved} completed parent(s) resolved")
 
     def _report(self, report: PassReport) -> None:
         self.stdout.write(

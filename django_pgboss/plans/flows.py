@@ -1,0 +1,185 @@
+"""SQL for flows (pg-boss 12.35's job dependency graphs): the edges, reading them, resolving them.
+
+A flow's jobs are inserted by plans.jobs.insert_jobs(flow=True) with their flow columns: a child
+``blocked`` with ``pending_dependencies`` = its number of parents, a parent ``blocking``. The edges
+go into job_dependency. Completing a job does no dependency work (pg-boss 12.35 took it off the
+completion path, pg-boss #824: chasing dependents inline made completion scale with the number of
+partitions). The resolver finds completed blocking parents through job_i9 (``blocking AND state =
+'completed'``), decrements their children, unblocks those reaching zero, and clears ``blocking``
+on the parents so the index forgets them.
+"""
+
+from __future__ import annotations
+
+import functools
+
+#: The most completed parents one resolve statement takes (pg-boss's FLOW_BATCH_SIZE): it bounds the
+#: rows one statement locks; the resolver runs it again while a batch comes back full.
+FLOW_BATCH_SIZE = 1000
+#: The most batches one resolver pass runs per chunk of queues (pg-boss's MAX_BATCHES_PER_PASS), so
+#: a large backlog cannot hold the pass; the rest is taken at the next one.
+MAX_BATCHES_PER_PASS = 100
+
+
+def insert_dependencies(schema: str) -> str:
+    """The edges of a flow. Parameter: edges, a JSON array of {child_name, child_id, parent_name,
+    parent_id}. An edge already there is left alone (ON CONFLICT DO NOTHING, as pg-boss's)."""
+    return f"""
+    INSERT INTO {schema}.job_dependency (child_name, child_id, parent_name, parent_id)
+    SELECT child_name, child_id, parent_name, parent_id
+    FROM json_to_recordset(%(edges)s::json) AS x (
+      child_name text, child_id uuid, parent_name text, parent_id uuid
+    )
+    ON CONFLICT DO NOTHING
+    """
+
+
+def get_dependencies(schema: str) -> str:
+    """A job's parents, as (name, id). Parameters: name, id."""
+    return f"""
+    SELECT parent_name, parent_id FROM {schema}.job_dependency
+    WHERE child_name = %(name)s AND child_id = %(id)s
+    ORDER BY parent_name, parent_id
+    """
+
+
+def get_dependents(schema: str) -> str:
+    """A job's children, as (name, id). Parameters: name, id."""
+    return f"""
+    SELECT child_name, child_id FROM {schema}.job_dependency
+    WHERE parent_name = %(name)s AND parent_id = %(id)s
+    ORDER BY child_name, child_id
+    """
+
+
+def related_jobs(schema: str, *, parents: bool) -> str:
+    """A job's parents (or children) with what the job table holds of each: (name, id, state,
+    output, completed_on), state NULL for a job already deleted. Parameters: name, id.
+
+    Through the parent ``job`` table, since the other end of an edge may be in any queue's table.
+    """
+    near, far = ("child", "parent") if parents else ("parent", "child")
+    return f"""
+    SELECT d.{far}_name, d.{far}_id, j.state, j.output, j.completed_on
+    FROM {schema}.job_dependency d
+    LEFT JOIN {schema}.job j ON j.name = d.{far}_name AND j.id = d.{far}_id
+    WHERE d.{near}_name = %(name)s AND d.{near}_id = %(id)s
+    ORDER BY d.{far}_name, d.{far}_id
+    """
+
+
+def flow_graph(schema: str) -> str:
+    """Every edge of the flow a job belongs to (its connected component in job_dependency),
+    walked both ways from the job: (child_name, child_id, parent_name, parent_id). Parameters:
+    name, id, limit (the most edges returned, so a runaway graph cannot fill a page).
+
+    UNION (not UNION ALL) keeps the walk finite: an edge reached twice is not walked again.
+    """
+    return f"""
+    WITH RECURSIVE nodes(name, id) AS (
+      SELECT %(name)s::text, %(id)s::uuid
+      UNION
+      SELECT CASE WHEN d.child_name = n.name AND d.child_id = n.id THEN d.parent_name ELSE d.child_name END,
+             CASE WHEN d.child_name = n.name AND d.child_id = n.id THEN d.parent_id ELSE d.child_id END
+      FROM nodes n
+      JOIN {schema}.job_dependency d
+        ON (d.child_name = n.name AND d.child_id = n.id) OR (d.parent_name = n.name AND d.parent_id = n.id)
+    )
+    SELECT DISTINCT d.child_name, d.child_id, d.parent_name, d.parent_id
+    FROM {schema}.job_dependency d
+    JOIN nodes n ON d.child_name = n.name AND d.child_id = n.id
+    ORDER BY d.parent_name, d.parent_id, d.child_name, d.child_id
+    LIMIT %(limit)s
+    """
+
+
+def job_states(schema: str) -> str:
+    """The state of each job named by the parallel arrays ``names`` and ``ids`` (a flow's
+    nodes): (name, id, state). Parameters: names, ids."""
+    return f"""
+    SELECT j.name, j.id, j.state
+    FROM unnest(%(names)s::text[], %(ids)s::uuid[]) AS x (name, id)
+    JOIN {schema}.job j ON j.name = x.name AND j.id = x.id
+    """
+
+
+def try_set_flow_time(schema: str) -> str:
+    """Claim the cluster-wide flow pass (version.flow_on), as pg-boss's navigator does: the row is
+    stamped, and a row returned, only when ``seconds`` have passed since the last claim.
+    Parameter: seconds."""
+    return f"""
+    UPDATE {schema}.version SET flow_on = {schema}.job_now()
+    WHERE extract(epoch FROM ({schema}.job_now() - COALESCE(flow_on, {schema}.job_now() - interval '1 week')))
+      >= %(seconds)s
+    RETURNING true
+    """
+
+
+@functools.lru_cache(maxsize=64)
+def resolve_flow_jobs(schema: str, table: str) -> str:
+    """One resolver batch on one job table: take up to FLOW_BATCH_SIZE completed blocking parents of
+    the named queues (job_i9; SKIP LOCKED, so resolvers running at once split them), decrement
+    their children's pending_dependencies by the number of those parents each has, unblock the
+    children reaching zero, and clear ``blocking`` on the parents. Returns one row: how many
+    parents were resolved. Parameter: names (the queues, for partition pruning).
+
+    The children are locked in (name, id) order through the parent ``job`` table (a child may be
+    in any queue's table), so two resolvers never lock them in opposite orders.
+    """
+    return f"""
+    WITH locked_parents AS (
+      SELECT j.name, j.id
+      FROM {schema}.{table} j
+      WHERE j.blocking AND j.state = 'completed' AND j.name = ANY(%(names)s::text[])
+      ORDER BY j.name, j.id
+      LIMIT {FLOW_BATCH_SIZE}
+      FOR UPDATE OF j SKIP LOCKED
+    ),
+    decremented AS (
+      SELECT d.child_name, d.child_id, count(*)::int AS n
+      FROM {schema}.job_dependency d
+      JOIN locked_parents p ON d.parent_name = p.name AND d.parent_id = p.id
+      GROUP BY d.child_name, d.child_id
+    ),
+    locked_children AS (
+      SELECT j.name, j.id, d.n
+      FROM {schema}.job j
+      JOIN decremented d ON d.child_name = j.name AND d.child_id = j.id
+      WHERE j.blocked
+      ORDER BY j.name, j.id
+      FOR UPDATE OF j
+    ),
+    unblocked AS (
+      UPDATE {schema}.job j
+      SET pending_dependencies = GREATEST(j.pending_dependencies - lc.n, 0),
+          blocked = GREATEST(j.pending_dependencies - lc.n, 0) > 0
+      FROM locked_children lc
+      WHERE j.name = lc.name AND j.id = lc.id
+      RETURNING 1
+    ),
+    cleared AS (
+      UPDATE {schema}.{table} j
+      SET blocking = false
+      FROM locked_parents p
+      WHERE j.name = p.name AND j.id = p.id
+      RETURNING 1
+    )
+    SELECT count(*)::int FROM cleared
+    """
+
+
+def cleanup_dependencies(schema: str, table: str) -> str:
+    """Maintenance: delete the edges of the named queues whose child or parent job is gone from
+    ``table`` (deleted by retention, delete_job() or a purge), as pg-boss's cleanupDependencies.
+    Parameter: names.
+
+    A child whose parent was deleted before completing stays blocked (pg-boss's behaviour): its
+    pending count is not decremented, so it waits until retention deletes it in turn.
+    """
+    return f"""
+    DELETE FROM {schema}.job_dependency
+    WHERE (child_name = ANY(%(names)s::text[])
+        AND NOT EXISTS (SELECT 1 FROM {schema}.{table} j WHERE j.name = child_name AND j.id = child_id))
+      OR (parent_name = ANY(%(names)s::text[])
+        AND NOT EXISTS (SELECT 1 FROM {schema}.{table} j WHERE j.name = parent_name AND j.id = parent_id))
+    """
