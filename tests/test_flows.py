@@ -116,7 +116,7 @@ def test_flow_commits_and_rolls_back_with_the_callers_transaction(queues):
 
 
 @pytest.mark.parametrize(
-    "jobs, error, words",
+    ("jobs", "error", "words"),
     [
         ([], EmptyFlow, "no jobs"),
         ([{"ref": "a", "name": "charge"}], EmptyFlow, "at least 2 jobs"),
