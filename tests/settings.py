@@ -24,7 +24,7 @@ DATABASES["tasks"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
 PGBOSS = {"SCHEMA": env.str("PGBOSS_SCHEMA", default="pgboss")}
 # A monitor the flow tests start as a process resolves flows at this interval, not every 5 s.
 if "PGBOSS_TEST_FLOW_INTERVAL" in env:
-    PGBOSS["FLOW_INTERVAL_SECONDS"] = env.float("PGBOSS_TEST_FLOW_INTERVAL")
+    PGBOSS["FLOW_INTERVAL_SECONDS"] = env.int("PGBOSS_TEST_FLOW_INTERVAL")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

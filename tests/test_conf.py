@@ -20,6 +20,7 @@ def test_defaults_apply_for_missing_keys():
         "MONITOR_INTERVAL_SECONDS": 60,
         "MAINTENANCE_INTERVAL_SECONDS": 86400,
         "CRON_INTERVAL_SECONDS": 30,
+        "FLOW_INTERVAL_SECONDS": 5,
         "PERSIST_QUEUE_STATS": True,
         "QUEUE_STATS_RETENTION_DAYS": 7,
         "WARNING_QUEUE_SIZE": 10_000,

@@ -30,7 +30,7 @@ from django.utils.html import format_html
 from django_pgboss.admin import charts, request_checks
 from django_pgboss.admin.job_admin import JobKeyAdminMixin
 from django_pgboss.admin.job_keys import job_key, parse_job_key
-from django_pgboss.admin.views import job_actions, lineage, purge, redrive, schedules
+from django_pgboss.admin.views import flows, job_actions, lineage, purge, redrive, schedules
 from django_pgboss.admin.views import throughput as throughput_views
 from django_pgboss.admin.views.common import pretty_json
 from django_pgboss.constants import JobState, QueuePolicy
@@ -432,6 +432,13 @@ class JobAdmin(JobKeyAdminMixin, ReadOnlyAdmin):
                 ),
                 name=f"{info[0]}_{info[1]}_lineage",
             ),
+            path(
+                "<path:object_id>/flow/",
+                self.admin_site.admin_view(
+                    lambda request, object_id: flows.flow_view(self, request, object_id)
+                ),
+                name=f"{info[0]}_{info[1]}_flow",
+            ),
             *super().get_urls(),
         ]
 
@@ -455,6 +462,7 @@ class JobAdmin(JobKeyAdminMixin, ReadOnlyAdmin):
             extra["job_key"] = job_key(obj)
             extra["history_url"] = reverse("admin:pgboss_job_history", args=[quote(job_key(obj))])
             extra["lineage_url"] = reverse("admin:pgboss_job_lineage", args=[quote(job_key(obj))])
+            extra.update(flows.job_flow_context(obj))
             extra["job_actions"] = [
                 (name, label)
                 for name, label, verb, states in (

@@ -76,12 +76,14 @@ class RelatedJob:
 
 @dataclass(frozen=True)
 class FlowGraph:
-    """A flow as stored: its jobs (with their states) and its edges as (parent, child) pairs of
-    DependencyRef; ``truncated`` when the flow had more edges than were read."""
+    """A flow as stored: its jobs (with their states, None for a job deleted since), the jobs still
+    blocked, and its edges as (parent, child) pairs of DependencyRef; ``truncated`` when the flow
+    had more edges than were read."""
 
     nodes: dict[DependencyRef, str | None]
     edges: list[tuple[DependencyRef, DependencyRef]]
     truncated: bool
+    blocked: frozenset[DependencyRef] = frozenset()
 
 
 _FLOW_JOB_KEYS = frozenset({"ref", "name", "data", "options", "depends_on"})
@@ -393,8 +395,12 @@ class FlowStore:
                 flow_plans.job_states(schema),
                 {"names": [k.name for k in ordered], "ids": [k.id for k in ordered]},
             )
-            states = {DependencyRef(row[0], str(row[1])): row[2] for row in cursor.fetchall()}
-        return FlowGraph(nodes={k: states.get(k) for k in ordered}, edges=edges, truncated=truncated)
+            found = cursor.fetchall()
+        states = {DependencyRef(row[0], str(row[1])): row[2] for row in found}
+        blocked = frozenset(DependencyRef(row[0], str(row[1])) for row in found if row[3])
+        return FlowGraph(
+            nodes={k: states.get(k) for k in ordered}, edges=edges, truncated=truncated, blocked=blocked
+        )
 
     # -- resolving ------------------------------------------------------------------------------
 

@@ -95,9 +95,9 @@ def flow_graph(schema: str) -> str:
 
 def job_states(schema: str) -> str:
     """The state of each job named by the parallel arrays ``names`` and ``ids`` (a flow's
-    nodes): (name, id, state). Parameters: names, ids."""
+    nodes): (name, id, state, blocked). Parameters: names, ids."""
     return f"""
-    SELECT j.name, j.id, j.state
+    SELECT j.name, j.id, j.state, j.blocked
     FROM unnest(%(names)s::text[], %(ids)s::uuid[]) AS x (name, id)
     JOIN {schema}.job j ON j.name = x.name AND j.id = x.id
     """
