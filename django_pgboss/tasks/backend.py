@@ -260,6 +260,22 @@ class PgBossBackend(BaseTaskBackend):
         argument cannot be stored as JSON, and TaskNotEnqueued when the queue's policy or the
         task's singleton settings dropped the job; nothing is written in those cases.
         """
+        result, data, options = self.prepare(task, args, kwargs)
+        if self._send(task.queue_name, data, options) is None:
+            raise TaskNotEnqueued(
+                f"task {task.module_path} was not enqueued: queue {task.queue_name!r}'s policy or the "
+                "task's singleton settings dropped it (another job holds its singleton key or slot)"
+            )
+        object.__setattr__(result, "enqueued_at", timezone.now())
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def prepare(
+        self, task: Task, args: Any, kwargs: Any
+    ) -> tuple[TaskResult[Any, Any], dict[str, Any], dict[str, Any]]:
+        """What enqueue() sends for a task call: its result (READY, not yet enqueued), the job's
+        data and its send() options (its id is the result's). Raises as enqueue() does before
+        anything is written; tasks/flows.py sends several at once through boss.flow()."""
         self.validate_task(task)
         job_id = str(uuid.uuid4())
         try:
@@ -293,14 +309,7 @@ class PgBossBackend(BaseTaskBackend):
         }
         if task.run_after is not None:
             options["start_after"] = task.run_after
-        if self._send(task.queue_name, data, options) is None:
-            raise TaskNotEnqueued(
-                f"task {task.module_path} was not enqueued: queue {task.queue_name!r}'s policy or the "
-                "task's singleton settings dropped it (another job holds its singleton key or slot)"
-            )
-        object.__setattr__(result, "enqueued_at", timezone.now())
-        task_enqueued.send(type(self), task_result=result)
-        return result
+        return result, data, options
 
     def _send(self, queue: str, data: dict[str, Any], options: dict[str, Any]) -> str | None:
         try:
