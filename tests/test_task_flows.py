@@ -3,16 +3,19 @@ dependency order by the tasks backend's worker, each reading its parents' return
 
 from __future__ import annotations
 
+import re
+import sys
+
 import pytest
 from django.db import transaction
 
 from django_pgboss import FlowCycle, UnknownFlowRef, boss
 from django_pgboss.monitor.runner import Monitor
-from django_pgboss.tasks.compat import TaskResultStatus, task_backends, task_enqueued
+from django_pgboss.tasks.compat import SOURCE, TaskResultStatus, task_backends, task_enqueued
 from django_pgboss.tasks.flows import TaskStep, enqueue_flow
 from tests.helpers import count_jobs, job_row
 from tests.taskapp import flow_tasks, tasks
-from tests.test_tasks_backend import result_of, work_tasks
+from tests.test_tasks_backend import REPO, result_of, work_tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -78,3 +81,26 @@ def test_a_bad_chain_is_refused_before_anything_is_written():
         )
     assert count_jobs() == 0
     assert boss.get_queue("default") is not None
+
+
+def test_the_docs_chain_runs_as_written(tmp_path, monkeypatch):
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "tasks.md").read_text(), re.S)
+    (tasks_block,) = [b for b in blocks if b.startswith("# orders/tasks.py")]
+    (enqueue_block,) = [b for b in blocks if "enqueue_flow(" in b and "TaskStep(" in b]
+    if SOURCE == "django_tasks":
+        tasks_block = tasks_block.replace("from django.tasks import task", "from django_tasks import task")
+    (tmp_path / "orders").mkdir()
+    (tmp_path / "orders" / "__init__.py").write_text("")
+    (tmp_path / "orders" / "tasks.py").write_text(tasks_block)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for module in ("orders.tasks", "orders"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    namespace: dict = {}
+    exec(enqueue_block, namespace)
+    results = namespace["results"]
+    monitor = Monitor(cron=False)
+    for _ in range(2):
+        work_tasks()
+        monitor.resolve_flows(gated=False)
+    assert result_of(results["charge"]).return_value == {"order": 42, "charged": 1999}
+    assert result_of(results["receipt"]).return_value == {"receipt_for": 1999}
