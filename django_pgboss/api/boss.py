@@ -477,19 +477,13 @@ class Boss:
         """Insert a graph of jobs in which each job runs only once the jobs it depends on completed
         (pg-boss's flow()); returns each job's id by its ref.
 
-        ``jobs`` is a list of FlowJob, or of dicts with the same keys: ``ref`` (the job's name
-        within the flow), ``name`` (its queue), ``data``, ``options`` (send()'s) and
-        ``depends_on`` (refs). A job with parents is inserted blocked, with its number of parents
-        pending; the monitor's flow pass (manage.py pgboss_monitor) unblocks it once they have all
-        completed. A parent that fails for good, is cancelled or deleted leaves its children
-        blocked, as in pg-boss (retry() or resume() it and the flow goes on).
-
-        All or nothing, in one transaction (a savepoint inside the caller's
-        ``transaction.atomic()``, so it commits or rolls back with the caller's writes). Raises,
-        before anything is written, EmptyFlow (no jobs, fewer than two, or none depending on
-        another), DuplicateFlowRef, UnknownFlowRef (a depends_on naming no job of the flow),
-        FlowCycle, QueueNotFound naming the job and its queue, InvalidOption for a job's options;
-        FlowJobRefused (nothing written) when a queue's policy or a throttle slot drops a job.
+        ``jobs``: FlowJobs, or dicts of ``ref`` (the job's name in the flow), ``name`` (its queue),
+        ``data``, ``options`` (send()'s) and ``depends_on`` (refs). A job with parents is inserted
+        blocked; the monitor's flow pass unblocks it once they all completed. A parent failed for
+        good, cancelled or deleted leaves its children blocked, as in pg-boss (docs/flows.md).
+        All or nothing, in one transaction (a savepoint inside the caller's). Raises, before
+        anything is written, EmptyFlow, DuplicateFlowRef, UnknownFlowRef, FlowCycle, QueueNotFound
+        (naming the job) or InvalidOption; FlowJobRefused when a queue's policy drops a job.
         """
         return self._flows.flow(jobs)
 
@@ -508,13 +502,11 @@ class Boss:
         return self._flows.get_parent_outputs(name, job_id)
 
     def get_flow_jobs(self, name: str, job_id: str | uuid.UUID, *, parents: bool) -> list[RelatedJob]:
-        """The job's parents (``parents=True``) or children, each with its state (None once
-        deleted), output and completed_on; what the admin's job page lists."""
+        """The job's parents (``parents=True``) or children, with state (None once deleted) and output."""
         return self._flows.related(name, job_id, parents=parents)
 
     def get_flow(self, name: str, job_id: str | uuid.UUID) -> FlowGraph:
-        """The whole flow job (``name``, ``job_id``) belongs to: every job linked to it through
-        dependencies, either way, with its state, and the edges as (parent, child) pairs."""
+        """The whole flow of job (``name``, ``job_id``): every job linked to it, and the edges."""
         return self._flows.graph(name, job_id)
 
     def resolve_flow(self, queues: Iterable[str] | None = None) -> int:
