@@ -38,7 +38,7 @@ from django_pgboss.plans import flows as flow_plans
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import maintenance as maintenance_plans
 from django_pgboss.records import DependencyRef
-from django_pgboss.wire import encode_jobs, to_json
+from django_pgboss.wire import JsonText, encode_jobs
 
 logger = logging.getLogger("django_pgboss.flows")
 
@@ -86,6 +86,7 @@ class FlowGraph:
     blocked: frozenset[DependencyRef] = frozenset()
 
 
+_TRUE = JsonText("true")
 _FLOW_JOB_KEYS = frozenset({"ref", "name", "data", "options", "depends_on"})
 
 
@@ -158,7 +159,9 @@ def check_flow(jobs: Any) -> list[FlowJob]:
         )
     edges: dict[str, list[str]] = {}
     for job in flow:
-        deps: list[str] = []
+        # A dict keeps the refs' order and finds a repeat in constant time: a job may depend on
+        # thousands of others (a fan-in).
+        deps: dict[str, None] = {}
         for dep in job.depends_on:
             if not isinstance(dep, str) or not dep:
                 raise InvalidFlow(
@@ -168,16 +171,15 @@ def check_flow(jobs: Any) -> list[FlowJob]:
                 raise FlowCycle(f"flow job {job.ref!r} depends on itself")
             if dep not in first:
                 raise UnknownFlowRef(f"flow job {job.ref!r} depends on {dep!r}, which is no job of this flow")
-            if dep not in deps:
-                deps.append(dep)
-        edges[job.ref] = deps
+            deps[dep] = None
+        edges[job.ref] = list(deps)
     if not any(edges.values()):
         raise EmptyFlow("flow(): no job depends on another; insert() independent jobs instead")
     # Kahn's topological sort: whatever cannot be placed lies on a cycle or behind one.
-    waiting = {ref: len(deps) for ref, deps in edges.items()}
+    waiting = {ref: len(parents) for ref, parents in edges.items()}
     dependents: dict[str, list[str]] = {ref: [] for ref in edges}
-    for ref, deps in edges.items():
-        for dep in deps:
+    for ref, parents in edges.items():
+        for dep in parents:
             dependents[dep].append(ref)
     ready = [ref for ref, count in waiting.items() if count == 0]
     placed = 0
@@ -224,7 +226,10 @@ class FlowStore:
                 )
             payload = job_payload(job.data, job.options, where=f"flow job {job.ref!r}")
             ids[job.ref] = payload.get("id") or str(uuid.uuid4())
-            payload["id"] = ids[job.ref]
+            # The values this function makes itself (a canonical uuid, the flow columns) are JSON
+            # already: written as JsonText, they skip the codec's checks, a fifth of a 10,000-job
+            # flow's Python time.
+            payload["id"] = JsonText(f'"{ids[job.ref]}"')
             payloads[job.ref] = payload
         taken: dict[tuple[str, str], str] = {}
         for job in flow:
@@ -236,9 +241,9 @@ class FlowStore:
         parents = {dep for job in flow for dep in job.depends_on}
         for job in flow:
             payloads[job.ref].update(
-                blocked=True if job.depends_on else None,
-                blocking=True if job.ref in parents else None,
-                pending_dependencies=len(job.depends_on) or None,
+                blocked=_TRUE if job.depends_on else None,
+                blocking=_TRUE if job.ref in parents else None,
+                pending_dependencies=JsonText(str(len(job.depends_on))) if job.depends_on else None,
             )
         by_ref = {job.ref: job for job in flow}
         edges = [
@@ -333,7 +338,9 @@ class FlowStore:
                         refused,
                     )
             with context.cursor() as cursor:
-                cursor.execute(flow_plans.insert_dependencies(schema), {"edges": to_json(edges, "edges")})
+                # Queue names (checked against pg-boss's pattern: no quote, backslash or control
+                # character) and uuids: plain json.dumps is exact for them.
+                cursor.execute(flow_plans.insert_dependencies(schema), {"edges": json.dumps(edges)})
 
     # -- reading --------------------------------------------------------------------------------
 
