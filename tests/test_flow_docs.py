@@ -28,6 +28,9 @@ def orders_app(tmp_path, monkeypatch):
     (tmp_path / "orders" / "__init__.py").write_text("")
     (tmp_path / "orders" / "jobs.py").write_text(jobs_block)
     monkeypatch.syspath_prepend(str(tmp_path))
+    # Another test may have imported an ``orders`` package from its own folder (docs/tasks.md's).
+    for module in [name for name in sys.modules if name == "orders" or name.startswith("orders.")]:
+        monkeypatch.delitem(sys.modules, module)
     saved = dict(registry._registry)
     yield
     registry._registry.clear()

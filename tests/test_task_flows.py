@@ -93,10 +93,15 @@ def test_the_docs_chain_runs_as_written(tmp_path, monkeypatch):
     (tmp_path / "orders" / "__init__.py").write_text("")
     (tmp_path / "orders" / "tasks.py").write_text(tasks_block)
     monkeypatch.syspath_prepend(str(tmp_path))
-    for module in ("orders.tasks", "orders"):
-        monkeypatch.delitem(sys.modules, module, raising=False)
+    for module in [name for name in sys.modules if name == "orders" or name.startswith("orders.")]:
+        monkeypatch.delitem(sys.modules, module)
     namespace: dict = {}
-    exec(enqueue_block, namespace)
+    try:
+        exec(enqueue_block, namespace)
+    finally:
+        # The package lives in this test's folder: no later test may find it in sys.modules.
+        for module in ("orders.tasks", "orders"):
+            sys.modules.pop(module, None)
     results = namespace["results"]
     monitor = Monitor(cron=False)
     for _ in range(2):
