@@ -272,6 +272,44 @@ class Schedule(ReadOnlyModel):
         return f"{self.name} {self.key}".rstrip()
 
 
+class _NoRows(models.Manager):
+    """A manager whose every query is empty, without touching the database."""
+
+    def get_queryset(self) -> models.QuerySet:
+        return super().get_queryset().none()
+
+
+class Schedules(models.Model):
+    """The admin index's "Schedules" row: a model the admin can register, holding no rows.
+
+    Django's admin refuses to register a model with a composite primary key, as
+    :class:`Schedule` (keyed by queue and key, as pg-boss's table is) must be. The schedule pages
+    (admin/views/schedules.py) read and write schedules through ``Boss`` and replace every view
+    Django's admin would build for a model, so the admin registers this stand-in instead, which
+    names the index row, its URLs (``/admin/pgboss/schedules/``) and nothing else. It has no table
+    (every query is empty, no SQL runs) and no permissions of its own: the pages check
+    ``pgboss.view_schedule``, ``add_schedule``, ``change_schedule`` and ``delete_schedule``.
+    """
+
+    objects = _NoRows()
+
+    class Meta:
+        managed = False
+        default_permissions = ()
+        verbose_name = "schedule"
+        verbose_name_plural = "schedules"
+        db_table = "pgboss_admin_schedules_has_no_table"
+
+    def __str__(self) -> str:
+        return "schedules"
+
+    def save(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _refuse(self, "save()")
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _refuse(self, "delete()")
+
+
 class Subscription(ReadOnlyModel):
     """A queue subscribed to an event: publish(event) sends one job to each subscribed queue."""
 

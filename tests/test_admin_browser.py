@@ -174,7 +174,7 @@ def test_operator_reads_charts_redrives_and_follows_the_lineage(page, live_serve
     screenshots(page, "redrive-preview-1280")
     page.click("#pgboss-confirm-redrive")
     expect(page.locator("ul.messagelist")).to_contain_text(
-        "Redrive of 2 selected job(s): 2 moved, 0 conflicted."
+        "Redrive of 2 selected job(s): 2 moved, 0 conflicted. New jobs: orders/"
     )
     assert rows("SELECT count(*) FROM {s}.job WHERE name = 'orders-dlq'") == [(0,)]
 

@@ -52,18 +52,47 @@ def test_redrive_shows_a_preview_then_moves_the_jobs(admin_client, queues):
     # The preview changed nothing.
     assert [state_of(c) for c in copies] == ["created"] * 3
     done = redrive(admin_client, copies, post="yes")
-    assert messages_of(done) == ["Redrive of 3 selected job(s): 3 moved, 0 conflicted."]
+    (message,) = messages_of(done)
+    assert message.startswith("Redrive of 3 selected job(s): 3 moved, 0 conflicted. New jobs: ")
     assert [state_of(c) for c in copies] == [None] * 3
     assert rows("SELECT name, count(*) FROM {s}.job WHERE state = 'created' GROUP BY name ORDER BY name") == [
         ("invoices", 1),
         ("orders", 2),
     ]
-    entries = LogEntry.objects.filter(action_flag=CHANGE, object_id__in=[f"dlq/{copy}" for copy in copies])
-    assert entries.count() == 3
+    new_jobs = rows(
+        "SELECT name, id::text FROM {s}.job WHERE source_id IS NULL AND source_root_id IS NOT NULL"
+    )
+    # The message links to each new job's page, and each link opens it.
+    links = re.findall(r'<a href="([^"]+)">([^<]+)</a>', message)
+    assert sorted(text for _, text in links) == sorted(f"{name}/{job_id}" for name, job_id in new_jobs)
+    for url, _ in links:
+        assert admin_client.get(url).status_code == 200
+    # "Recent actions" names the new jobs, which exist, not the dead-letter copies the redrive removed.
+    entries = LogEntry.objects.filter(action_flag=CHANGE)
+    assert sorted(e.object_id for e in entries) == sorted(f"{name}/{job_id}" for name, job_id in new_jobs)
     assert all(
         re.search(r"redrive from dlq to (orders|invoices): moved, now job ", e.change_message)
         for e in entries
     )
+    index = admin_client.get(reverse("admin:index")).content.decode()
+    for entry in entries:
+        url = entry.get_admin_url()
+        assert url and f'href="{url}"' in index
+        assert admin_client.get(url).status_code == 200
+
+
+def test_the_preview_lists_each_job_with_its_failure_and_a_link(admin_client, queues):
+    copies = [dead_letter("orders", {"n": 1}), dead_letter("invoices", {"n": 2})]
+    preview = redrive(admin_client, copies, index=0)
+    text = page_text(preview)
+    assert "The selected jobs in dlq Job Came from State Failure message" in text
+    assert f"{copies[0]} orders created failed {{'n': 1}}" in text
+    assert f"{copies[1]} invoices created failed {{'n': 2}}" in text
+    page = preview.content.decode()
+    for copy in copies:
+        url = reverse("admin:pgboss_job_change", args=[quote(f"dlq/{copy}")])
+        assert f'href="{url}"' in page
+        assert admin_client.get(url).status_code == 200
 
 
 def test_redrive_to_another_destination_previews_and_moves_there(admin_client, queues):
@@ -71,12 +100,11 @@ def test_redrive_to_another_destination_previews_and_moves_there(admin_client, q
     copy = dead_letter("orders", {"n": 1})
     text = page_text(redrive(admin_client, [copy], destination="orders-v2"))
     assert "Destination queue Jobs orders-v2 1" in text
-    assert messages_of(redrive(admin_client, [copy], destination="orders-v2", post="yes")) == [
-        "Redrive of 1 selected job(s): 1 moved, 0 conflicted."
-    ]
-    assert rows("SELECT name FROM {s}.job WHERE source_root_id IS NOT NULL AND source_id IS NULL") == [
-        ("orders-v2",)
-    ]
+    (message,) = messages_of(redrive(admin_client, [copy], destination="orders-v2", post="yes"))
+    ((new_id,),) = rows("SELECT id::text FROM {s}.job WHERE source_root_id IS NOT NULL AND source_id IS NULL")
+    assert message.startswith("Redrive of 1 selected job(s): 1 moved, 0 conflicted. New jobs: ")
+    assert f">orders-v2/{new_id}</a>" in message
+    assert LogEntry.objects.get(action_flag=CHANGE).object_id == f"orders-v2/{new_id}"
 
 
 def test_a_conflicting_job_is_failed_in_place_and_reported(admin_client, queues):
@@ -85,10 +113,11 @@ def test_a_conflicting_job_is_failed_in_place_and_reported(admin_client, queues)
     # A new invoice with the same key waits in the short queue: the redriven copy collides with it.
     boss.send("invoices", {"n": 3}, singleton_key="acct-7")
     done = redrive(admin_client, [copy, other], post="yes")
-    assert messages_of(done) == [
+    (message,) = messages_of(done)
+    assert message.startswith(
         "Redrive of 2 selected job(s): 1 moved, 1 conflicted (failed in place in the dead-letter queue; "
-        "their output names the conflict)."
-    ]
+        "their output names the conflict). New jobs: "
+    )
     state, output = job_row(copy, "state", "output")
     assert state == "failed"
     assert output["reason"] == "redrive_conflict" and output["destination"] == "invoices"
@@ -112,9 +141,11 @@ def test_unroutable_jobs_are_previewed_and_stay(admin_client, queues):
     )
     assert "Destination queue Jobs orders 1" in text and "Yes, redrive 1 job" in text
     done = redrive(admin_client, [stranded, movable], post="yes")
-    assert messages_of(done) == [
-        "Redrive of 2 selected job(s): 1 moved, 0 conflicted, 1 not taken (not waiting, or no destination queue)."
-    ]
+    (message,) = messages_of(done)
+    assert message.startswith(
+        "Redrive of 2 selected job(s): 1 moved, 0 conflicted, 1 not taken (not waiting, or no destination "
+        "queue). New jobs: "
+    )
     assert state_of(stranded) == "created" and state_of(movable) is None
 
 

@@ -170,10 +170,35 @@ def test_warnings_are_read_only(admin_client):
 
 
 def test_schedules_have_their_own_row_on_the_admin_index(admin_client, staff_client):
-    index = admin_client.get(reverse("admin:index")).content.decode()
-    assert f'href="{LIST}"' in index and f'href="{ADD}"' in index
+    index = admin_client.get(reverse("admin:index"))
+    page = index.content.decode()
+    assert f'href="{LIST}"' in page and f'href="{ADD}"' in page
+    (app,) = [a for a in index.context["app_list"] if a["app_label"] == "pgboss"]
+    assert "Schedules" in [m["name"] for m in app["models"]]
     viewer = staff_client("view_schedule").get(reverse("admin:index")).content.decode()
     assert f'href="{LIST}"' in viewer and f'href="{ADD}"' not in viewer
+    # Without a schedule permission there is no row (the stand-in model has none of its own).
+
+
+def test_without_a_schedule_permission_the_index_has_no_schedules_row(staff_client):
+    client = staff_client("view_queue")
+    assert f'href="{LIST}"' not in client.get(reverse("admin:index")).content.decode()
+    assert client.get(LIST).status_code == 403
+
+
+def test_schedules_are_registered_through_the_admin_sites_public_api():
+    # AdminSite.register() refuses Schedule's composite key; the stand-in model is registered
+    # as any model is, holds no rows and runs no SQL.
+    from django.contrib import admin
+
+    from django_pgboss.exceptions import ReadOnlyModelError
+    from django_pgboss.models import Schedule, Schedules
+
+    assert admin.site.is_registered(Schedules) and not admin.site.is_registered(Schedule)
+    assert str(LIST) == "/admin/pgboss/schedules/"
+    assert list(Schedules.objects.all()) == [] and Schedules.objects.count() == 0
+    with pytest.raises(ReadOnlyModelError):
+        Schedules().save()
 
 
 def test_the_old_schedule_urls_under_queues_redirect(admin_client):

@@ -127,6 +127,15 @@ def test_doctor_on_a_database_that_was_never_migrated_says_so_in_one_line():
     )
 
 
+def test_doctor_with_an_unknown_pgboss_key_says_so_in_one_line():
+    # The doctor skips the system checks, so it must report the E004 error itself.
+    with override_settings(PGBOSS={"SCHEME": "typo"}):
+        status, output = doctor()
+    assert status == 1
+    assert output.startswith("CommandError: settings.PGBOSS has unknown key(s) SCHEME; known keys are ")
+    assert output.endswith("(pgboss.E004)\n") and output.count("\n") == 1
+
+
 @pytest.mark.django_db
 def test_deploy_check_warns_on_drift_and_is_quiet_otherwise():
     assert check_schema_installed(databases=None) == []

@@ -13,6 +13,7 @@ Permissions: ``pgboss.view_*`` for the pages; ``pgboss.retry_job``, ``cancel_job
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from typing import Any
@@ -35,7 +36,7 @@ from django_pgboss.admin.views import throughput as throughput_views
 from django_pgboss.admin.views.common import pretty_json
 from django_pgboss.constants import JobState, QueuePolicy
 from django_pgboss.exceptions import PgBossError
-from django_pgboss.models import Job, Queue, QueueStats, Schedule, Warning
+from django_pgboss.models import Job, Queue, QueueStats, Schedules, Warning
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -525,10 +526,22 @@ class WarningAdmin(ReadOnlyAdmin):
         return _pretty(obj.data)
 
 
+@admin.register(Schedules)
 class ScheduleAdmin(admin.ModelAdmin):
     """Schedules, on the admin index beside queues and jobs: the list with each one's next run
     and last job, add and change forms that preview the next runs, and delete. Every write goes
-    through boss.schedule() / boss.unschedule() (admin/views/schedules.py), never the ORM."""
+    through boss.schedule() / boss.unschedule() (admin/views/schedules.py), never the ORM.
+
+    Registered for :class:`~django_pgboss.models.Schedules`, the admin's stand-in model (Django's
+    admin refuses the composite key of ``Schedule``): get_urls() replaces every ORM-backed view,
+    so the model only names the index row and the URLs.
+    """
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self.has_view_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("pgboss.view_schedule") or self.has_change_permission(request)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("pgboss.add_schedule")
@@ -541,35 +554,21 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     def get_urls(self) -> list:
         # The pages address a schedule by (name, key) in the query string rather than by the
-        # composite primary key in the path, and none of them is Django's ORM-backed view.
+        # composite primary key in the path, and none of them is Django's ORM-backed view. Each
+        # page has two names: the one the admin index reverses (from the stand-in model's name,
+        # pgboss_schedules_*) and pgboss_schedule_*, which the templates, the queue pages and
+        # links written before the stand-in model use.
         info = self.opts.app_label, self.opts.model_name
         wrap = self.admin_site.admin_view
-        return [
-            path(
-                "",
-                wrap(lambda request: schedules.schedule_list_view(self, request)),
-                name=f"{info[0]}_{info[1]}_changelist",
-            ),
-            path(
-                "add/",
-                wrap(lambda request: schedules.schedule_add_view(self, request)),
-                name=f"{info[0]}_{info[1]}_add",
-            ),
-            path(
-                "change/",
-                wrap(lambda request: schedules.schedule_change_view(self, request)),
-                name=f"{info[0]}_{info[1]}_change",
-            ),
-            path(
-                "delete/",
-                wrap(lambda request: schedules.schedule_delete_view(self, request)),
-                name=f"{info[0]}_{info[1]}_delete",
-            ),
+        pages = [
+            ("", "changelist", schedules.schedule_list_view),
+            ("add/", "add", schedules.schedule_add_view),
+            ("change/", "change", schedules.schedule_change_view),
+            ("delete/", "delete", schedules.schedule_delete_view),
         ]
-
-
-# Registered by hand: AdminSite.register() refuses a model with a composite primary key because
-# Django's changelist and change views cannot address one. ScheduleAdmin replaces every one of
-# those views (get_urls above), so what registering buys is only the admin index's row with its
-# Add link and permissions; tests/test_admin_schedules.py checks the index shows it.
-admin.site._registry[Schedule] = ScheduleAdmin(Schedule, admin.site)
+        urls = []
+        for route, page, view in pages:
+            served = wrap(functools.partial(view, self))
+            urls.append(path(route, served, name=f"{info[0]}_{info[1]}_{page}"))
+            urls.append(path(route, served, name=f"{info[0]}_schedule_{page}"))
+        return urls

@@ -7,10 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.contrib.admin.models import CHANGE
+from django.contrib.admin.utils import quote
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
-from django_pgboss.admin.job_keys import job_key
+from django_pgboss.admin.job_keys import job_key, key_of
 from django_pgboss.admin.views.common import log_entry
 from django_pgboss.api.boss import boss
 from django_pgboss.exceptions import PgBossError
@@ -19,6 +22,9 @@ from django_pgboss.models import Queue
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
+
+#: How many new jobs the result message links to; the rest are counted.
+MESSAGE_LINKS = 20
 
 
 def redrive_view(model_admin: ModelAdmin, request: HttpRequest, queryset: Any) -> HttpResponse | None:
@@ -52,7 +58,8 @@ def redrive_view(model_admin: ModelAdmin, request: HttpRequest, queryset: Any) -
         except PgBossError as exc:
             messages.error(request, f"Cannot redrive from {name!r}: {exc}. Nothing was redriven.")
             return None
-        previews.append({"queue": name, "ids": ids, "preview": preview})
+        listed = [_listed(job) for job in jobs if job.name == name]
+        previews.append({"queue": name, "ids": ids, "preview": preview, "jobs": listed})
     context = {
         **model_admin.admin_site.each_context(request),
         "title": "Redrive dead-letter jobs",
@@ -68,6 +75,25 @@ def redrive_view(model_admin: ModelAdmin, request: HttpRequest, queryset: Any) -
     return TemplateResponse(request, "admin/pgboss/redrive_confirmation.html", context)
 
 
+def job_url(name: str, job_id: Any) -> str:
+    """The admin page of the job ``job_id`` of queue ``name``."""
+    return reverse("admin:pgboss_job_change", args=[quote(key_of(name, job_id))])
+
+
+def _listed(job: JobRow) -> dict[str, Any]:
+    # What the operator checks before moving a job: which one, where from, and why it failed.
+    # A dead-letter copy keeps the failure its source job ended with in source_output.
+    output = job.output if job.output is not None else job.source_output
+    message = output.get("message") if isinstance(output, dict) else None
+    return {
+        "id": str(job.id),
+        "url": job_url(job.name, job.id),
+        "source": job.source_name or "",
+        "message": message if isinstance(message, str) else "",
+        "state": job.state,
+    }
+
+
 def _redrive(
     model_admin: ModelAdmin,
     request: HttpRequest,
@@ -77,6 +103,7 @@ def _redrive(
 ) -> None:
     moved = conflicted = waiting = 0
     outcome: dict[tuple[str, str], str] = {}
+    moved_to: dict[tuple[str, str], str] = {}
     redriven: list[JobRow] = []
     for name, ids in sorted(by_queue.items()):
         try:
@@ -90,16 +117,24 @@ def _redrive(
         waiting += result.waiting
         # Keyed by (queue, id): two dead-letter queues may each hold a job with one id.
         outcome.update({(name, old): f"moved, now job {new}" for old, new in result.moved_ids})
+        moved_to.update({(name, old): new for old, new in result.moved_ids})
         outcome.update({(name, old): "conflict: failed in place" for old in result.conflicted_ids})
         outcome.update({(name, old): "waiting behind its key" for old in result.waiting_ids})
     if not redriven:
         return
+    new_jobs: list[tuple[str, str]] = []
     for job in redriven:
-        target = destination or job.source_name
+        target = destination or job.source_name or ""
         what = outcome.get((job.name, str(job.id)), "not taken (not waiting, or no destination queue)")
-        log_entry(
-            request, JobRow, job_key(job), str(job), CHANGE, f"redrive from {job.name} to {target}: {what}"
-        )
+        new_id = moved_to.get((job.name, str(job.id)))
+        # The log entry names the job that exists afterwards, so "Recent actions" links to a page:
+        # a moved job's dead-letter copy is gone, its new job is in the destination queue.
+        if new_id is not None:
+            logged, text = key_of(target, new_id), f"{target} {new_id}"
+            new_jobs.append((target, new_id))
+        else:
+            logged, text = job_key(job), str(job)
+        log_entry(request, JobRow, logged, text, CHANGE, f"redrive from {job.name} to {target}: {what}")
     text = f"Redrive of {len(redriven)} selected job(s): {moved} moved, {conflicted} conflicted"
     if conflicted:
         text += " (failed in place in the dead-letter queue; their output names the conflict)"
@@ -109,4 +144,12 @@ def _redrive(
     if untouched:
         text += f", {untouched} not taken (not waiting, or no destination queue)"
     level = messages.SUCCESS if moved == len(redriven) else messages.WARNING
-    messages.add_message(request, level, text + ".")
+    if new_jobs:
+        # Django's message template escapes plain text; this one is built with format_html,
+        # every value escaped, so its links survive.
+        shown = new_jobs[:MESSAGE_LINKS]
+        links = format_html_join(", ", '<a href="{}">{}</a>', ((job_url(n, i), f"{n}/{i}") for n, i in shown))
+        more = f" and {len(new_jobs) - len(shown)} more" if len(new_jobs) > len(shown) else ""
+        messages.add_message(request, level, format_html("{}. New jobs: {}{}.", text, links, more))
+    else:
+        messages.add_message(request, level, text + ".")

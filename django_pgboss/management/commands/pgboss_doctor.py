@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
@@ -34,8 +35,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        alias = options["database"] or pgboss_settings.DATABASE
-        schema = pgboss_settings.SCHEMA
+        try:
+            alias = options["database"] or pgboss_settings.DATABASE
+            schema = pgboss_settings.SCHEMA
+        except ImproperlyConfigured as exc:
+            # The doctor runs without the system checks (it must work on a broken deployment), so
+            # it says itself what pgboss.E004 would: one line, not a traceback.
+            raise CommandError(f"{exc} (pgboss.E004)") from None
         with connections[alias].cursor() as cursor:
             state = read_state(cursor, schema)
         where = f'pg-boss schema "{schema}" in database {alias!r}'
