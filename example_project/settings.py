@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from urllib.parse import unquote
 
 import django
 import environ
@@ -21,6 +22,11 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1"])
 
 if "DATABASE_URL" in env:
     DATABASES = {"default": env.db("DATABASE_URL")}
+    # A server on a Unix socket is written with its folder percent-encoded as the host
+    # (postgresql://postgres@%2Fpath%2Fto%2Fsocket:5432/postgres, as libpq reads it, and as the
+    # demo prints it); django-environ leaves it encoded.
+    if DATABASES["default"].get("HOST", "").lower().startswith("%2f"):
+        DATABASES["default"]["HOST"] = unquote(DATABASES["default"]["HOST"])
 else:
     from example_project.embedded_pg import database_settings
 

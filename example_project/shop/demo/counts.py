@@ -22,6 +22,8 @@ class QueueCounts:
     retried: int = 0
     #: Jobs of this queue copied into its dead-letter queue (redriven ones included).
     dead_lettered: int = 0
+    #: Of those, the copies still waiting in the dead-letter queue (not redriven, not failed there).
+    dead_letter_waiting: int = 0
     #: Jobs re-created in this queue by a redrive.
     redriven: int = 0
 
@@ -49,10 +51,11 @@ def queue_counts(names: list[str], dead_letters: dict[str, str]) -> dict[str, Qu
     copies = (
         Job.objects.filter(name__in=set(dead_letters.values()), source_name__in=list(dead_letters))
         .values("source_name")
-        .annotate(n=Count("id"))
+        .annotate(n=Count("id"), waiting=Count("id", filter=Q(state__in=[JobState.CREATED, JobState.RETRY])))
     )
     for row in copies:
         counts[row["source_name"]].dead_lettered += row["n"]
+        counts[row["source_name"]].dead_letter_waiting += row["waiting"]
     for name in dead_letters:
         counts[name].dead_lettered += counts[name].redriven
     return counts

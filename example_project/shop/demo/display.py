@@ -46,6 +46,8 @@ class LiveProgress:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="demo-progress", daemon=True)
         self._last_plain = self.started
+        #: Set while nothing changes (the demo waits for the monitor): no periodic plain lines.
+        self.quiet = False
 
     def start(self) -> None:
         self._thread.start()
@@ -85,7 +87,7 @@ class LiveProgress:
                 lines = self._table(counts, rates)
                 self.out.write("\n".join(lines) + "\n")
                 self._drawn_lines = 0 if final else len(lines)
-            elif final or now - self._last_plain >= self.plain_every:
+            elif final or (not self.quiet and now - self._last_plain >= self.plain_every):
                 self._last_plain = now
                 total = QueueCounts()
                 for entry in counts.values():

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from typing import Any
+from urllib.parse import quote as quote_url
 
 from django.conf import settings
 from django.contrib.admin.utils import quote
@@ -54,6 +55,8 @@ MONITOR_INTERVAL = 2.0
 #: The monitor counts throughput up to 10 s behind its pass (pg-boss's lag for late commits), so
 #: the demo waits that long after the last job before the history holds every job.
 WINDOW_LAG = 10.0
+#: The demo superuser's password on the example project's own server (see _admin_instructions).
+DEMO_PASSWORD = "pgboss-demo"
 BAD_ADDRESSES = {"Grace Hopper": "grace.hopper(at)example.com", "Alan Turing": "alan.turing@example"}
 
 
@@ -164,8 +167,7 @@ class Command(BaseCommand):
             self.phase = "working off what is left"
             self._wait(self._drained, timeout=30, what="the queues to drain")
             if not options["no_wait_for_history"]:
-                self.phase = f"waiting for the monitor to count the last jobs (it lags {WINDOW_LAG:g} s)"
-                self._wait(self._history_complete, timeout=WINDOW_LAG + 20, what="the monitor's history")
+                self._count_the_last_jobs()
         finally:
             self.worker.stop()
             self.monitor_stop.set()
@@ -292,12 +294,47 @@ class Command(BaseCommand):
         counted = {q.name: q.delta_on for q in boss.get_queues(DEMO_QUEUES)}
         return all(counted.get(name) is not None and counted[name] >= moment for name, moment in last.items())
 
-    def _wait(self, condition: Any, *, timeout: float, what: str) -> None:
+    def _count_the_last_jobs(self) -> None:
+        """Wait until the monitor's window reaches past the last job, then ask for a pass.
+
+        The monitor counts throughput up to WINDOW_LAG seconds behind its pass (pg-boss's margin
+        for late commits), so nothing can count the last jobs before then. One line says so; the
+        pass is then run here at once (interval 0: every queue is due) instead of waiting for
+        the monitor thread's next turn.
+        """
+        last = self._last_job_moment()
+        remaining = 0.0 if last is None else (last - timezone.now()).total_seconds() + WINDOW_LAG
+        self.phase = "counting the last jobs"
+        self.progress.quiet = True
+        if remaining > 0:
+            self.progress.event(
+                f"the monitor counts jobs {WINDOW_LAG:g} s after they finish: one pass in {remaining:.0f} s "
+                "counts the last of them"
+            )
+            self._wait(lambda: False, timeout=remaining, what="", expire_quietly=True)
+        deadline = time.monotonic() + 10
+        while True:
+            boss.supervise(DEMO_QUEUES, interval_seconds=0)
+            if self._history_complete():
+                return
+            if time.monotonic() > deadline:
+                raise CommandError("gave up after 10 s waiting for the monitor's history")
+            time.sleep(0.5)
+
+    def _last_job_moment(self) -> Any:
+        moments = Job.objects.filter(name__in=DEMO_QUEUES).aggregate(
+            created=Max("created_on"), finished=Max("completed_on")
+        )
+        return max(filter(None, moments.values()), default=None)
+
+    def _wait(self, condition: Any, *, timeout: float, what: str, expire_quietly: bool = False) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
             if self.crashed is not None:
                 raise CommandError(f"the demo's worker or monitor stopped: {self.crashed!r}")
             if time.monotonic() > deadline:
+                if expire_quietly:
+                    return
                 raise CommandError(f"gave up after {timeout:g} s waiting for {what}")
             time.sleep(0.25)
 
@@ -306,7 +343,7 @@ class Command(BaseCommand):
     def _summary(self) -> None:
         counts = queue_counts(DEMO_QUEUES, DEAD_LETTERS)
         self._say(f"\nDone in {time.monotonic() - self.started:.0f} s. Per queue:")
-        header = ("completed", "failed", "retried", "dead-lettered", "redriven")
+        header = ("completed", "failed", "retried", "dead-lettered", "waiting", "redriven")
         self._say(f"   {'queue':<19}" + "".join(f"{h:>{len(h) + 2}}" for h in header))
         for name, c in counts.items():
             self._say(
@@ -327,6 +364,9 @@ class Command(BaseCommand):
             f"completed in {sum(p.delta_seconds for p in stats)} s",
         ]
         self._say("\n".join(f"   {line}" for line in lines))
+        self._say(
+            "   (dead-lettered: copied into the dead-letter queue; waiting: of those, still there to be redriven)"
+        )
         assert self.redrive is not None
         self._say(
             f"\nThe redriven email's lineage, boss.get_lineage({self.redrive[1][:8]}...), oldest first:"
@@ -342,7 +382,11 @@ class Command(BaseCommand):
                 self._say(f"      {detail}")
 
     def _admin_instructions(self) -> None:
-        password = secrets.token_urlsafe(9)
+        embedded = not os.environ.get("DATABASE_URL")
+        # The example project's own server takes local connections without a password (trust),
+        # so a secret password adds nothing there: it stays the same on every run, and a browser
+        # that saved it keeps working. On a server of your own (DATABASE_URL) it is new each run.
+        password = DEMO_PASSWORD if embedded else secrets.token_urlsafe(9)
         user, _ = get_user_model().objects.get_or_create(
             username="demo", defaults={"email": "demo@example.com"}
         )
@@ -351,22 +395,29 @@ class Command(BaseCommand):
         user.save()
         port = choose_port(8000)
         base = f"http://127.0.0.1:{port}"
-        python = _relative(sys.executable)
-        manage = _relative(os.path.join(os.path.dirname(__file__), "..", "..", "..", "manage.py"))
+        # Commands to paste as they are: the venv's python, so no venv needs activating.
+        manage = f"{_relative(sys.executable)} {_relative(_manage_py())}"
         assert self.redrive is not None
+        lineage = reverse("admin:pgboss_job_lineage", args=[quote(f"{queues.EMAILS}/{self.redrive[1]}")])
+        charts = reverse("admin:pgboss_queue_change", args=[quote(queues.EMAILS)])
         lines = [
             "",
             "See it in the admin, on the same database:",
-            f"   {python} {manage} runserver 127.0.0.1:{port}",
-            f"   log in at {base}/admin/ as demo / {password}",
-            f"   the email queue's charts:  {base}{reverse('admin:pgboss_queue_change', args=[quote(queues.EMAILS)])}?range=15m",
-            f"   the redriven job's lineage: {base}{reverse('admin:pgboss_job_lineage', args=[self.redrive[1]])}",
+            f"   {manage} runserver 127.0.0.1:{port}",
+            f"   log in at {base}/admin/ as demo / {password}"
+            + (" (the same on every run)" if embedded else " (a new one on every run)"),
+            f"   the email queue's charts:   {base}{charts}?range=15m",
+            f"   the redriven job's lineage: {base}{lineage}",
             f"   dead letters still waiting: {base}{reverse('admin:pgboss_job_changelist')}?name={queues.EMAILS_DEAD}",
-            f"   place an order yourself:    {base}{reverse('shop:order')} (then run {manage} pgboss_work and pgboss_monitor)",
+            f"   place an order yourself:    {base}{reverse('shop:order')}, with a worker and the monitor running:",
+            f"   {manage} pgboss_work",
+            f"   {manage} pgboss_monitor",
+            f"Its database: DATABASE_URL={_database_url(connection.settings_dict)}",
         ]
-        if not os.environ.get("DATABASE_URL"):
+        if embedded:
             lines.append(
-                f"Stop the example project's PostgreSQL when done: {python} {_relative(_embedded_pg())} stop"
+                f"Stop the example project's PostgreSQL when done: {_relative(sys.executable)} "
+                f"{_relative(_embedded_pg())} stop"
             )
         self._say("\n".join(lines))
 
@@ -388,7 +439,20 @@ def _server(database: dict[str, Any]) -> str:
 
 
 def _row(c: QueueCounts) -> tuple[int, ...]:
-    return (c.completed, c.failed, c.retried, c.dead_lettered, c.redriven)
+    return (c.completed, c.failed, c.retried, c.dead_lettered, c.dead_letter_waiting, c.redriven)
+
+
+def _database_url(database: dict[str, Any]) -> str:
+    """The database as a URL libpq and the example project's settings read (no password shown)."""
+    host = database["HOST"] or "localhost"
+    if host.startswith("/"):
+        host = quote_url(host, safe="")  # a socket folder: percent-encoded, as libpq reads it
+    user = database.get("USER") or "postgres"
+    return f"postgresql://{user}@{host}:{database['PORT'] or 5432}/{database['NAME']}"
+
+
+def _manage_py() -> str:
+    return os.path.join(os.path.dirname(__file__), "..", "..", "..", "manage.py")
 
 
 def _embedded_pg() -> str:
