@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from django.db import IntegrityError
@@ -22,8 +23,41 @@ from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import InvalidJobReference, InvalidOption
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import settle as settle_plans
+from django_pgboss.plans import transactions as transaction_plans
 from django_pgboss.records import Job, jobs_from_cursor
 from django_pgboss.wire import EncodedOutput, output_value, to_json
+
+# The settles a transactional handler runs itself, by database alias, on this thread only (see
+# recording_settles()). Thread-local because a handler thread's Django connection is its own: a
+# settle on another thread cannot be inside this thread's transaction.
+_recorders = threading.local()
+
+#: The settles that end a job's attempt, which a transactional handler may run on its own jobs.
+_ENDING_VERBS = frozenset({"complete", "fail", "cancel", "delete_job"})
+
+
+@contextmanager
+def recording_settles(using: str) -> Iterator[set[str]]:
+    """Collect the ids of the jobs this thread completes, fails, cancels or deletes on ``using``.
+
+    The worker's transactional handlers run inside one: a handler that settles one of its own jobs
+    through Boss (on the worker's connection, so inside the handler's transaction) leaves the
+    worker's own completion nothing to update, and the ids say that this was the handler's doing
+    and not a claim that lapsed. A settle is recorded only when it settled every job it named; a
+    partial one says nothing about which of them it reached (pg-boss reads it the same way).
+    """
+    recorders: dict[str, set[str]] = getattr(_recorders, "by_alias", None) or {}
+    _recorders.by_alias = recorders
+    previous = recorders.get(using)
+    settled: set[str] = set()
+    recorders[using] = settled
+    try:
+        yield settled
+    finally:
+        if previous is None:
+            recorders.pop(using, None)
+        else:
+            recorders[using] = previous
 
 
 class JobStore:
@@ -236,6 +270,23 @@ class JobStore:
             cursor.execute(sql, params)
             return [str(row[0]) for row in cursor.fetchall()]
 
+    # -- transactions ----------------------------------------------------------------------------
+
+    def bound_transaction(self, seconds: float) -> dict[str, str]:
+        """Bound the caller's open transaction to ``seconds``, enforced by PostgreSQL.
+
+        Must run inside ``transaction.atomic()`` on this context's database: the limits are set
+        for that transaction only (see plans.transactions.bound_transaction for which settings a
+        server gets). Returns each setting changed with the value it now has, in milliseconds.
+        """
+        if not self.context.in_atomic_block:
+            raise InvalidOption("bound_transaction() needs an open transaction (transaction.atomic())")
+        # PostgreSQL's timeouts are int4 milliseconds; a longer bound is the longest it enforces.
+        milliseconds = min(max(int(seconds * 1000), 1), arguments.INT4_MAX)
+        with self.context.cursor() as cursor:
+            cursor.execute(transaction_plans.bound_transaction(), {"milliseconds": milliseconds})
+            return {str(name): str(value) for name, value in cursor.fetchall()}
+
     def _settle(self, name: str, jobs: JobReference, verb: str, plan: Any, **output: Any) -> int:
         validate_queue_name(name)
         ids, attempts = attempt_references(jobs, verb)
@@ -248,7 +299,13 @@ class JobStore:
         table = context.route(name).table
         with context.cursor() as cursor:
             cursor.execute(plan(context.quoted_schema, table, fenced=attempts is not None), params)
-            return cursor.fetchone()[0]
+            count = cursor.fetchone()[0]
+        recorders = getattr(_recorders, "by_alias", None)
+        if recorders and verb in _ENDING_VERBS and count == len(ids):
+            recorder = recorders.get(context.using)
+            if recorder is not None:
+                recorder.update(ids)
+        return count
 
     def _settle_unfenced(self, name: str, ids: str | Sequence[str], verb: str, plan: Any) -> int:
         validate_queue_name(name)

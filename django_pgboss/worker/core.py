@@ -105,7 +105,13 @@ class QueueState:
         """Count ``job`` in flight from ``now``, its claim."""
         self.in_flight[job.id] = job
         self.last_touch[job.id] = now
-        self.deadlines[job.id] = now + job.expire_in_seconds
+        seconds = job.expire_in_seconds
+        bound = self.registration.transaction_timeout_seconds
+        if self.registration.transactional and bound is not None:
+            # A transactional handler's deadline is its transaction's bound when that comes first:
+            # past it PostgreSQL has ended the transaction, and nothing the handler does can commit.
+            seconds = min(seconds, bound)
+        self.deadlines[job.id] = now + seconds
         if job.group_id is not None:
             self.group_active[job.group_id] = self.group_active.get(job.group_id, 0) + 1
 

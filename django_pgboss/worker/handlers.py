@@ -13,6 +13,7 @@ import threading
 from django.db import connections
 
 from django_pgboss.records import Job
+from django_pgboss.worker import transactional
 from django_pgboss.worker.core import QueueState, WorkerCore, close_old_connections_quietly, job_ids, logger
 from django_pgboss.worker.outcomes import THREAD_DIED_OUTPUT
 from django_pgboss.worker.results import settle_items
@@ -99,6 +100,14 @@ class HandlerThreads(WorkerCore):
         registration = state.registration
         settles: list[SettleItem] = []
         try:
+            if registration.transactional:
+                # The handler and the completion in one transaction (worker/transactional.py):
+                # nothing for the settler unless the run rolled back and its jobs must fail.
+                thread = threading.current_thread()
+                settles = transactional.run_unit(
+                    self.jobs, registration, jobs, self.stats, is_late=lambda: thread in self._detached
+                )
+                return
             result = registration.handler(jobs if registration.batch else jobs[0])
         except BaseException as exc:
             # Every way a handler can end is the job's failure, SystemExit and KeyboardInterrupt

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -14,6 +15,9 @@ from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.exceptions import InvalidOption
 
 Handler = Callable[[Any], Any]
+
+#: The longest transaction timeout PostgreSQL can enforce (its timeouts are int4 milliseconds).
+MAX_TRANSACTION_TIMEOUT_SECONDS = arguments.INT4_MAX // 1000
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ class Registration:
     heartbeat_refresh_seconds: float | None = None
     notify_polling_interval_seconds: float | None = None
     per_job_results: bool = False
+    transactional: bool = False
+    transaction_timeout_seconds: int | None = None
 
     @property
     def label(self) -> str:
@@ -102,6 +108,25 @@ def validated(registration: Registration) -> Registration:
                 f"notify_polling_interval_seconds ({registration.notify_polling_interval_seconds}) must "
                 f"be at least polling_interval_seconds ({registration.polling_interval_seconds})"
             )
+    arguments.boolean("transactional", registration.transactional)
+    timeout = registration.transaction_timeout_seconds
+    if timeout is not None:
+        if not registration.transactional:
+            # Refused rather than ignored: the bound exists only for a transaction the worker opens.
+            raise InvalidOption(
+                f"transaction_timeout_seconds needs transactional=True (queue {registration.queue!r})"
+            )
+        # PostgreSQL's timeouts are int4 milliseconds: about 24.8 days is the longest it can enforce.
+        arguments.integer(
+            "transaction_timeout_seconds", timeout, minimum=1, maximum=MAX_TRANSACTION_TIMEOUT_SECONDS
+        )
+    if registration.transactional and registration.per_job_results:
+        # pg-boss refuses the pair too: per-job results settle a batch's jobs apart, and one
+        # transaction can only commit or roll back as a whole.
+        raise InvalidOption(
+            f"transactional cannot be combined with per_job_results (queue {registration.queue!r}): "
+            "one transaction commits or rolls back the whole batch, so its jobs cannot end apart"
+        )
     return registration
 
 
@@ -125,6 +150,9 @@ def work(
     heartbeat_refresh_seconds: float | None = None,
     notify_polling_interval_seconds: float | None = None,
     per_job_results: bool = False,
+    transactional: bool = False,
+    transaction_timeout_seconds: int | None = None,
+    **unknown: Any,
 ) -> Callable[[Handler], Handler]:
     """Register the decorated function as the handler of ``queue`` for ``manage.py pgboss_work``.
 
@@ -133,8 +161,17 @@ def work(
     ``per_job_results`` lets it return a JobResult per job); an exception fails the job (it is
     retried, then dead-lettered). A long handler watches ``job.signal`` to stop at its deadline.
     Put handlers in an app's ``jobs.py``: the worker command imports every installed app's. Every
-    option is described in docs/workers.md; a bad one raises InvalidOption naming it.
+    option is described in docs/workers.md; a bad one (or one that is not an option) raises
+    InvalidOption naming it.
+
+    With ``transactional=True`` the handler runs inside ``transaction.atomic()`` on the worker's
+    connection to the queue's database, and the job is completed in that same transaction, so the
+    handler's writes there and the job's completion commit together or not at all (see
+    docs/workers.md). ``transaction_timeout_seconds`` bounds that transaction on the server (by
+    default, the job's ``expire_in_seconds`` plus five seconds).
     """
+    if unknown:
+        raise InvalidOption(_unknown_options(queue, unknown))
 
     def register(handler: Handler) -> Handler:
         registration = validated(
@@ -153,6 +190,8 @@ def work(
                 heartbeat_refresh_seconds=heartbeat_refresh_seconds,
                 notify_polling_interval_seconds=notify_polling_interval_seconds,
                 per_job_results=per_job_results,
+                transactional=transactional,
+                transaction_timeout_seconds=transaction_timeout_seconds,
             )
         )
         with _lock:
@@ -165,6 +204,16 @@ def work(
         return handler
 
     return register
+
+
+def _unknown_options(queue: str, unknown: Mapping[str, Any]) -> str:
+    """The refusal of @work options that are not options, each with the one it may stand for."""
+    known = [name for name in Registration.__dataclass_fields__ if name not in ("queue", "handler")]
+    parts = []
+    for name in sorted(unknown):
+        close = difflib.get_close_matches(name, known, n=1)
+        parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return f"@work({queue!r}) got unknown option(s) {', '.join(parts)}"
 
 
 def registrations() -> dict[str, Registration]:
