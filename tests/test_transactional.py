@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 import pytest
 from django.contrib.auth.models import Group
@@ -14,7 +15,11 @@ from django_pgboss import boss, work
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.exceptions import InvalidOption
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.transactional import TRANSACTION_GRACE_SECONDS, transaction_timeout
+from django_pgboss.worker.transactional import (
+    TRANSACTION_GRACE_SECONDS,
+    run_in_transaction,
+    transaction_timeout,
+)
 from tests.helpers import job_row, rows
 from tests.test_worker import in_process, marker_lines, run_worker, start_worker, wait_for
 
@@ -89,7 +94,10 @@ def test_a_transactional_worker_killed_mid_transaction_leaves_no_row_and_the_job
     assert job_row(job_id, "state", "retry_count") == ("completed", 1)
 
 
-def test_postgresql_ends_a_transaction_that_outlives_its_bound_and_the_job_fails_without_its_row(tmp_path):
+def test_a_transactional_handler_past_its_bound_fails_at_its_deadline_without_its_row():
+    # The bound (1 s) comes before the expiry, so it is the deadline: the worker fails the job
+    # then, and the handler, returning at 3 s, has its transaction rolled back (PostgreSQL has
+    # ended it by then anyway).
     boss.create_queue("txn-bounded", retry_limit=0)
     job_id = boss.send("txn-bounded", {"sleep": 3})
     result = run_worker("--queue", "txn-bounded", "--burst", **TXN_APP)
@@ -97,13 +105,39 @@ def test_postgresql_ends_a_transaction_that_outlives_its_bound_and_the_job_fails
     assert groups() == []
     state, output = job_row(job_id, "state", "output")
     assert state == "failed"
-    assert "outlived its bound of 1s" in output["message"], output
-    # The worker's connection was ended by the server: the next job runs on a fresh one.
+    assert output["name"] == "JobDeadlineExceeded"
+    assert "exceeded 1s (transaction_timeout_seconds)" in output["message"], output
+    # The next job runs on a fresh connection and commits.
     second = boss.send("txn-bounded", {"sleep": 0})
     result = run_worker("--queue", "txn-bounded", "--burst", **TXN_APP)
     assert result.returncode == 0, result.stderr
     assert job_row(second, "state") == ("completed",)
     assert groups() == [f"{second}-0"]
+
+
+def test_postgresql_itself_ends_a_transaction_that_outlives_its_bound():
+    # The run on its own, without the worker's deadline: what the server enforces.
+    boss.create_queue("txn")
+    store = JobStore(boss.context)
+
+    def handler(job):
+        Group.objects.create(name="late")
+        time.sleep(job.data["sleep"])  # idle in the transaction, past its bound
+        return {"done": True}
+
+    registration = Registration("txn", handler, transactional=True, transaction_timeout_seconds=1)
+    boss.send("txn", {"sleep": 2})
+    (job,) = boss.fetch("txn")
+    outcome, failure = run_in_transaction(store, registration, [job])
+    assert outcome == "failed"
+    assert "outlived its bound of 1s (transaction_timeout_seconds)" in str(failure)
+    assert groups() == []
+    assert job_row(job.id, "state") == ("active",)  # the caller (the worker's settler) fails it
+    # The connection the server ended is replaced: the next run commits.
+    boss.send("txn", {"sleep": 0})
+    (quick,) = boss.fetch("txn")
+    assert run_in_transaction(store, registration, [quick]) == ("completed", [quick.id])
+    assert groups() == ["late"]
 
 
 def test_a_transactional_batch_commits_or_rolls_back_as_a_whole():
@@ -225,8 +259,21 @@ def test_the_bound_is_set_for_the_transaction_only_and_a_tighter_one_the_connect
         ({"transaction_timeout_seconds": 30}, "transaction_timeout_seconds needs transactional=True"),
         ({"transactional": "yes"}, "transactional must be True or False"),
         ({"transactionl": True}, "unknown option(s) 'transactionl' (did you mean 'transactional'?)"),
+        (
+            {"transactional": True, "batch": True, "per_job_results": True},
+            "transactional cannot be combined with per_job_results",
+        ),
     ],
-    ids=["zero", "negative", "float", "too-long", "without-transactional", "not-a-bool", "unknown"],
+    ids=[
+        "zero",
+        "negative",
+        "float",
+        "too-long",
+        "without-transactional",
+        "not-a-bool",
+        "unknown",
+        "per-job",
+    ],
 )
 def test_bad_transactional_options_are_refused_naming_the_option(options, message):
     with pytest.raises(InvalidOption) as refused:

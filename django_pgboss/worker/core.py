@@ -105,15 +105,21 @@ class QueueState:
         """Count ``job`` in flight from ``now``, its claim."""
         self.in_flight[job.id] = job
         self.last_touch[job.id] = now
-        seconds = job.expire_in_seconds
-        bound = self.registration.transaction_timeout_seconds
-        if self.registration.transactional and bound is not None:
-            # A transactional handler's deadline is its transaction's bound when that comes first:
-            # past it PostgreSQL has ended the transaction, and nothing the handler does can commit.
-            seconds = min(seconds, bound)
-        self.deadlines[job.id] = now + seconds
+        self.deadlines[job.id] = now + self.deadline_seconds([job])[0]
         if job.group_id is not None:
             self.group_active[job.group_id] = self.group_active.get(job.group_id, 0) + 1
+
+    def deadline_seconds(self, jobs: list[Job]) -> tuple[float, str]:
+        """How long after their claim ``jobs`` must be done by, and the option that says so.
+
+        A transactional handler's deadline is its transaction's bound when that comes first: past
+        it PostgreSQL has ended the transaction, and nothing the handler does can commit.
+        """
+        seconds = max(job.expire_in_seconds for job in jobs)
+        bound = self.registration.transaction_timeout_seconds
+        if self.registration.transactional and bound is not None and bound < seconds:
+            return bound, "transaction_timeout_seconds"
+        return seconds, "expire_in_seconds"
 
     def release(self, job_id: str) -> bool:
         """Forget an in-flight job; True if it was still in flight (this call released it)."""

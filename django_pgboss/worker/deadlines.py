@@ -40,11 +40,11 @@ EXIT_ABANDONED_THREADS = 75
 DEADLINE_TICK_SECONDS = 0.25
 
 
-def deadline_output(seconds: float) -> dict[str, str]:
+def deadline_output(seconds: float, option: str = "expire_in_seconds") -> dict[str, str]:
     """What a job failed at its deadline stores (pg-boss's message, with the reason named)."""
     return {
         "name": "JobDeadlineExceeded",
-        "message": f"handler execution exceeded {seconds:g}s (expire_in_seconds); the worker failed "
+        "message": f"handler execution exceeded {seconds:g}s ({option}); the worker failed "
         "the attempt and cancelled its signal",
     }
 
@@ -80,10 +80,8 @@ class Deadlines(HandlerThreads):
                     self._lock.wait(max(wait, 0.001))
             # Outside the lock: a signal runs its callbacks, which are the handler's code.
             for name, jobs in cancelled:
-                seconds = max(job.expire_in_seconds for job in jobs)
-                self._cancel(
-                    name, jobs, DEADLINE, f"the job passed its deadline (expire_in_seconds {seconds})"
-                )
+                seconds, option = self._queues[name].deadline_seconds(jobs)
+                self._cancel(name, jobs, DEADLINE, f"the job passed its deadline ({option} {seconds})")
 
     def _unit_deadline(self, unit: Unit) -> float | None:
         """The moment ``unit`` must be done by, or None once its jobs left in_flight."""
@@ -97,7 +95,7 @@ class Deadlines(HandlerThreads):
         returns the jobs whose signal the caller sets. Called with ``self._lock`` held."""
         name, jobs = unit
         state = self._queues[name]
-        seconds = max(job.expire_in_seconds for job in jobs)
+        seconds, option = state.deadline_seconds(jobs)
         held = [job for job in jobs if state.release(job.id)]
         del self._current[thread]
         self._handlers.pop(thread, None)
@@ -105,7 +103,7 @@ class Deadlines(HandlerThreads):
         state.free += 1
         if held:
             state.unsettled += 1
-            self._settle_queue.put(("fail", name, held, deadline_output(seconds)))
+            self._settle_queue.put(("fail", name, held, deadline_output(seconds, option)))
         self.stats.add(deadlines=1)
         logger.warning(
             "job(s) %s of %s passed their deadline (%gs): failed so they retry, their signal set; "
