@@ -61,6 +61,10 @@ DEFAULTS: dict[str, Any] = {
     # deadline) may go on running before the worker stops and exits with status 75, for its
     # process supervisor to start a fresh one (manage.py pgboss_work --max-abandoned-threads).
     "MAX_ABANDONED_THREADS": 5,
+    # The metrics view (django_pgboss.observability.views.metrics) answers staff users, and any
+    # request whose Authorization header is "Bearer <this token>" (Prometheus's scrape config
+    # `authorization: {credentials: ...}`). None: staff only.
+    "METRICS_TOKEN": None,
 }
 
 

@@ -211,6 +211,8 @@ class PassReport:
     failed: list[tuple[str, str]] = field(default_factory=list)
     #: Queues deleted while the pass ran, skipped.
     vanished: list[str] = field(default_factory=list)
+    #: How long the pass took, in seconds (wall clock).
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

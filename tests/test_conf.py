@@ -31,6 +31,7 @@ def test_defaults_apply_for_missing_keys():
         "REINDEX": True,
         "REINDEX_INTERVAL_SECONDS": 86400,
         "MAX_ABANDONED_THREADS": 5,
+        "METRICS_TOKEN": None,
     }
 
 

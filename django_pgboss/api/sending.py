@@ -19,6 +19,7 @@ from django_pgboss.constants import QueuePolicy
 from django_pgboss.db.context import DatabaseContext, sqlstate
 from django_pgboss.db.identifiers import schema_key
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
+from django_pgboss.observability import tracing
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.wire import encode_jobs, single_job_params
 
@@ -44,17 +45,19 @@ class JobSender:
         if job.get("dead_letter") is not None:
             with context.cursor() as cursor:
                 require_dead_letter(context, cursor, job["dead_letter"])
-        job_id = self._insert(name, [job], returning=True)
-        if job_id or not options.get("singleton_next_slot"):
-            return job_id[0] if job_id else None
-        # The current slot is taken: a debounced job goes into the next one, starting when it opens.
-        with context.cursor() as cursor:
-            cursor.execute(
-                job_plans.debounce_delay(context.quoted_schema), {"seconds": job["singleton_seconds"]}
-            )
-            delay = cursor.fetchone()[0]
-        job = {**job, "start_after": f"{delay} seconds", "singleton_offset": job["singleton_seconds"]}
-        job_id = self._insert(name, [job], returning=True)
+        with tracing.send_span(name) as span:
+            job_id = self._insert(name, [job], returning=True)
+            if not job_id and options.get("singleton_next_slot"):
+                # The current slot is taken: a debounced job goes into the next one, starting
+                # when it opens.
+                with context.cursor() as cursor:
+                    cursor.execute(
+                        job_plans.debounce_delay(context.quoted_schema), {"seconds": job["singleton_seconds"]}
+                    )
+                    delay = cursor.fetchone()[0]
+                job = {**job, "start_after": f"{delay} seconds", "singleton_offset": job["singleton_seconds"]}
+                job_id = self._insert(name, [job], returning=True)
+            tracing.sent(span, job_id)
         return job_id[0] if job_id else None
 
     def send_after(self, name: str, data: Any, after: Any, **options: Any) -> str | None:
@@ -110,7 +113,11 @@ class JobSender:
                 require_dead_letter(context, cursor, dead_letter)
         if not payload:
             return [] if return_ids else None
-        ids = self._insert(name, payload, returning=return_ids)
+        with tracing.send_span(name, "insert", len(payload)) as span:
+            # A recorded span links to each job's trace, so it needs the ids even when the
+            # caller does not.
+            ids = self._insert(name, payload, returning=return_ids or tracing.recording(span))
+            tracing.sent(span, ids)
         return ids if return_ids else None
 
     def insert_slotted(self, name: str, jobs: list[dict[str, Any]]) -> int:

@@ -23,6 +23,7 @@ from django_pgboss.monitor.loop import run_periodically
 from django_pgboss.monitor.slow_queries import timed_statements
 from django_pgboss.monitor.supervisor import supervise, warn
 from django_pgboss.monitor.timekeeper import CronReport, Timekeeper
+from django_pgboss.observability import tracing
 from django_pgboss.records import PassReport
 
 logger = logging.getLogger("django_pgboss.monitor")
@@ -89,13 +90,15 @@ class Monitor:
 
     def supervise(self) -> PassReport:
         """One monitor pass now (see monitor/supervisor.py); the report goes to ``on_pass`` too."""
-        report = supervise(
-            self.context, self.queues, interval_seconds=self.interval_seconds, sender=type(self)
-        )
-        # Index and vacuum health, on the whole schema: its readings are kept between passes. Its
-        # statements are timed for slow_query as the pass's are (supervise() times its own).
-        with timed_statements(self.context, report, type(self), warn):
-            self.health.run(report)
+        with tracing.monitor_span() as span:
+            report = supervise(
+                self.context, self.queues, interval_seconds=self.interval_seconds, sender=type(self)
+            )
+            # Index and vacuum health, on the whole schema: its readings are kept between passes. Its
+            # statements are timed for slow_query as the pass's are (supervise() times its own).
+            with timed_statements(self.context, report, type(self), warn):
+                self.health.run(report)
+            tracing.monitored(span, report)
         if self.on_pass is not None:
             self.on_pass(report)
         return report

@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -41,6 +42,7 @@ from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier, quote_job_table
 from django_pgboss.monitor.slow_queries import timed_statements
+from django_pgboss.observability.logs import queue_extra
 from django_pgboss.plans import flows as flow_plans
 from django_pgboss.plans import maintenance as maintenance_plans
 from django_pgboss.plans import queues as queue_plans
@@ -74,9 +76,11 @@ def supervise(
     ``signals.warning_raised`` from ``sender`` (the Monitor or Boss class that runs the pass).
     """
     context = DatabaseContext() if boss is None else DatabaseContext.of(boss)
+    started = time.monotonic()
     report = PassReport()
     with timed_statements(context, report, sender, warn):
         _supervise(context, report, queues, interval_seconds, sender)
+    report.seconds = time.monotonic() - started
     return report
 
 
@@ -144,12 +148,19 @@ def _queue_by_queue(
     for name in chunk:
         if tables.get(name) != table:
             # Deleted (or re-created with another table) since the pass read the queue list.
-            logger.info("Monitor pass: queue %r was deleted during the pass; skipped", name)
+            logger.info(
+                "Monitor pass: queue %r was deleted during the pass; skipped", name, extra=queue_extra(name)
+            )
             report.vanished.append(name)
             continue
         error = _isolated(context, functools.partial(chunk_pass, [name]))
         if error is not None:
-            logger.error("Monitor pass: queue %r skipped, its statements failed: %s", name, error)
+            logger.error(
+                "Monitor pass: queue %r skipped, its statements failed: %s",
+                name,
+                error,
+                extra=queue_extra(name),
+            )
             report.failed.append((name, str(error)))
 
 
@@ -323,7 +334,10 @@ def warn(
     the warning table finds the row.
     """
     context = DatabaseContext.of(source)
-    logger.warning(message, extra={"pgboss_warning": kind})
+    name = data.get("name")
+    logger.warning(
+        message, extra={"pgboss_warning": kind, **(queue_extra(name) if isinstance(name, str) else {})}
+    )
     report.warnings.append(kind)
     if pgboss_settings.PERSIST_WARNINGS:
         with context.cursor() as cursor:

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_pgboss.db.installed import ensure_installed
 from django_pgboss.exceptions import PgBossError
+from django_pgboss.management import metrics_port
 from django_pgboss.management.console import configure_logging
 from django_pgboss.monitor.flows import FlowReport
 from django_pgboss.monitor.runner import Monitor
@@ -44,17 +45,20 @@ class Command(BaseCommand):
         parser.add_argument(
             "--queue", action="append", dest="queues", metavar="Q", help="only this queue (repeatable)"
         )
+        metrics_port.add_arguments(parser, "the queue gauges and the monitor's counters")
 
     def handle(self, *args: Any, **options: Any) -> None:
         interval = options["interval"]
         if interval is not None and interval < 1:
             raise CommandError(f"--interval must be at least 1 second, not {interval}")
+        metrics_port.check(options)
         configure_logging(options["verbosity"])
+        self._observers = [self._report]
         try:
             monitor = Monitor(
                 queues=options["queues"],
                 interval_seconds=interval,
-                on_pass=self._report,
+                on_pass=self._on_pass,
                 on_cron=self._report_cron,
                 on_flow=self._report_flow,
             )
@@ -62,6 +66,10 @@ class Command(BaseCommand):
             monitor.check_queues()
         except PgBossError as exc:
             raise CommandError(str(exc)) from exc
+        if metrics_port.start(options, queues=True, context=monitor.context) is not None:
+            from django_pgboss.observability.metrics import MonitorMetrics
+
+            self._observers.append(MonitorMetrics(monitor.context).observe)
         if options["once"]:
             monitor.run_once()
             return
@@ -73,6 +81,10 @@ class Command(BaseCommand):
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, on_signal)
         monitor.run()
+
+    def _on_pass(self, report: PassReport) -> None:
+        for observe in self._observers:
+            observe(report)
 
     def _report_cron(self, report: CronReport) -> None:
         if report.claimed or report.sent:

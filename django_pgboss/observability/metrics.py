@@ -1,0 +1,252 @@
+"""Prometheus metrics (the ``metrics`` extra, prometheus-client): the queue gauges, the monitor's
+and the workers' own counters and histograms.
+
+Three kinds, by who can tell:
+
+- The queue gauges (``pgboss_queue_*``) are read from the database at each scrape by
+  :class:`QueueCollector`: one statement on the queue table, whose counts each monitor pass keeps,
+  plus an index-only probe for the oldest ready job (observability/queues.py). Any process can
+  serve them; serve them from one place (the view, or the monitor's --metrics-port), not from
+  every worker, or each queue is reported once per worker.
+- The throughput counters (``pgboss_queue_{created,completed,failed}_jobs_total``) are counted by
+  the monitor that counted each window (:class:`MonitorMetrics`): several monitors split the
+  queues between them, so ``sum by (queue) (rate(...))`` over their series is the queue's rate.
+- The worker's (``pgboss_worker_*``) are counted in the worker process, from the django_pgboss
+  signals it sends (:class:`WorkerMetrics`).
+
+The process metrics live in :data:`PGBOSS_REGISTRY`, not prometheus-client's default registry, so
+the view exposes django_pgboss's metrics and nothing of the web process's own. With
+PROMETHEUS_MULTIPROC_DIR set, prometheus-client keeps every process's values in files there, and
+the exposition (observability/exposition.py) reads them back as its documentation says.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from django.db import DatabaseError, connections
+
+from django_pgboss.db.context import DatabaseContext
+from django_pgboss.observability.queues import read_deltas, read_queues
+
+try:
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+    from prometheus_client.core import GaugeMetricFamily
+except ImportError as exc:  # pragma: no cover - the metric tests run with the extra installed
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        "django_pgboss's metrics need prometheus-client: pip install 'django-pgboss[metrics]'"
+    ) from exc
+
+logger = logging.getLogger("django_pgboss.metrics")
+
+#: django_pgboss's process metrics (the monitor's and the worker's).
+PGBOSS_REGISTRY = CollectorRegistry(auto_describe=False)
+
+#: Buckets for handler durations and send-to-start delays, in seconds: jobs run from milliseconds
+#: to an hour, which the default buckets (up to 10 s) would lump together.
+DURATION_BUCKETS = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    120,
+    300,
+    600,
+    1800,
+    3600,
+)
+
+#: The queue gauges: metric name, help text, QueueReading field.
+QUEUE_GAUGES = (
+    ("pgboss_queue_queued_jobs", "Jobs waiting (created or retry), deferred ones included.", "queued"),
+    ("pgboss_queue_ready_jobs", "Jobs waiting whose start_after has passed.", "ready"),
+    ("pgboss_queue_deferred_jobs", "Jobs waiting whose start_after is still to come.", "deferred"),
+    ("pgboss_queue_active_jobs", "Jobs a worker is running.", "active"),
+    ("pgboss_queue_failed_jobs", "Jobs that failed for good and are still kept.", "failed"),
+    ("pgboss_queue_total_jobs", "Jobs of every state still kept.", "total"),
+    (
+        "pgboss_queue_window_created_jobs",
+        "Jobs created in the last throughput window the monitor counted.",
+        "window_created",
+    ),
+    (
+        "pgboss_queue_window_completed_jobs",
+        "Jobs completed in the last throughput window the monitor counted.",
+        "window_completed",
+    ),
+    (
+        "pgboss_queue_window_failed_jobs",
+        "Jobs failed for good in the last throughput window the monitor counted.",
+        "window_failed",
+    ),
+)
+
+
+class QueueCollector:
+    """The queue gauges, read from the database at each collect().
+
+    ``close_connection`` closes the calling thread's connection afterwards: the port server answers
+    each scrape on a thread of its own, which would otherwise keep one connection per scrape open.
+    A database error is logged and reported as ``pgboss_queue_metrics_up 0``, not raised, so the
+    process's other metrics are still served.
+    """
+
+    def __init__(
+        self, context: DatabaseContext | None = None, *, oldest: bool = True, close_connection: bool = False
+    ) -> None:
+        self.context = context or DatabaseContext()
+        self.oldest = oldest
+        self.close_connection = close_connection
+
+    def describe(self) -> list[Any]:
+        # Registering a collector without describe() makes prometheus-client collect() it once at
+        # registration, which would run the queries before any scrape.
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        up = GaugeMetricFamily(
+            "pgboss_queue_metrics_up", "1 when the queue gauges could be read from the database, else 0."
+        )
+        try:
+            readings = read_queues(self.context, oldest=self.oldest)
+        except DatabaseError as exc:
+            logger.warning("reading the queue metrics failed: %s", exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        finally:
+            if self.close_connection:
+                connections[self.context.using].close()
+        up.add_metric([], 1)
+        yield up
+        for metric, text, attribute in QUEUE_GAUGES:
+            family = GaugeMetricFamily(metric, text, labels=["queue"])
+            for reading in readings:
+                family.add_metric([reading.name], getattr(reading, attribute))
+            yield family
+        window = GaugeMetricFamily(
+            "pgboss_queue_window_seconds",
+            "Length of the last throughput window the monitor counted.",
+            labels=["queue"],
+        )
+        counted = GaugeMetricFamily(
+            "pgboss_queue_counted_age_seconds",
+            "Seconds since a monitor pass last counted the queue.",
+            labels=["queue"],
+        )
+        oldest = GaugeMetricFamily(
+            "pgboss_queue_oldest_ready_job_age_seconds",
+            "Seconds since the oldest job ready to run was sent (0 when none is ready).",
+            labels=["queue"],
+        )
+        for reading in readings:
+            if reading.window_seconds is not None:
+                window.add_metric([reading.name], reading.window_seconds)
+            if reading.counted_age_seconds is not None:
+                counted.add_metric([reading.name], reading.counted_age_seconds)
+            if self.oldest:
+                oldest.add_metric([reading.name], max(reading.oldest_ready_age_seconds or 0.0, 0.0))
+        yield window
+        yield counted
+        if self.oldest:
+            yield oldest
+        # A dead-letter queue is any queue another one names; its depth is its waiting jobs.
+        targets = sorted({r.dead_letter for r in readings if r.dead_letter})
+        by_name = {r.name: r for r in readings}
+        dead = GaugeMetricFamily(
+            "pgboss_dead_letter_queued_jobs",
+            "Jobs waiting in a queue that is some queue's dead_letter.",
+            labels=["queue"],
+        )
+        for target in targets:
+            if target in by_name:
+                dead.add_metric([target], by_name[target].queued)
+        yield dead
+
+
+class MonitorMetrics:
+    """The monitor process's metrics: passes, their duration, the jobs they swept and deleted, and
+    the throughput counters of the windows this monitor counted. ``observe()`` is an ``on_pass``
+    hook (monitor/runner.py's Monitor)."""
+
+    def __init__(self, context: DatabaseContext, registry: CollectorRegistry = PGBOSS_REGISTRY) -> None:
+        self.context = context
+        self.passes = _metric(Counter, "pgboss_monitor_passes", "Monitor passes run.", [], registry)
+        self.duration = _metric(
+            Histogram, "pgboss_monitor_pass_duration_seconds", "How long a monitor pass took.", [], registry
+        )
+        self.swept = _metric(
+            Counter,
+            "pgboss_monitor_swept_jobs",
+            "Active jobs the monitor failed past their expiry or heartbeat.",
+            ["reason"],
+            registry,
+        )
+        self.deleted = _metric(
+            Counter, "pgboss_monitor_deleted_jobs", "Jobs the monitor's retention deleted.", [], registry
+        )
+        self.throughput = {
+            kind: _metric(
+                Counter,
+                f"pgboss_queue_{kind}_jobs",
+                f"Jobs {kind} on the queue, counted by the monitor pass that counted each window.",
+                ["queue"],
+                registry,
+            )
+            for kind in ("created", "completed", "failed")
+        }
+
+    def observe(self, report: Any) -> None:
+        """Count one pass (a PassReport), and add the windows it counted to the throughput counters."""
+        self.passes.inc()
+        self.duration.observe(getattr(report, "seconds", 0.0))
+        self.swept.labels("expired").inc(report.expired)
+        self.swept.labels("stalled").inc(report.stalled)
+        self.deleted.inc(report.deleted)
+        try:
+            deltas = read_deltas(self.context, list(report.counted))
+        except DatabaseError as exc:
+            logger.warning("reading the throughput of the pass failed: %s", exc)
+            return
+        for name, values in deltas.items():
+            for kind, value in zip(("created", "completed", "failed"), values, strict=True):
+                self.throughput[kind].labels(name).inc(value)
+
+
+def _metric(kind: type, name: str, text: str, labels: Iterable[str], registry: CollectorRegistry) -> Any:
+    """The metric ``name`` of ``registry``, made on first use: a second Monitor or Worker in one
+    process (the tests make many) shares the first one's series instead of failing to register."""
+    key = (id(registry), name)
+    with _made_lock:
+        existing = _made.get(key)
+        if existing is None:
+            _made[key] = existing = _make(kind, name, text, labels, registry)
+    return existing
+
+
+def _make(kind: type, name: str, text: str, labels: Iterable[str], registry: CollectorRegistry) -> Any:
+    options: dict[str, Any] = {"registry": registry}
+    if kind is Histogram:
+        options["buckets"] = DURATION_BUCKETS
+    if kind is Gauge:
+        # Under PROMETHEUS_MULTIPROC_DIR, the sum over the processes that are alive.
+        options["multiprocess_mode"] = "livesum"
+    return kind(name, text, list(labels), **options)
+
+
+_made: dict[tuple[int, str], Any] = {}
+_made_lock = threading.Lock()

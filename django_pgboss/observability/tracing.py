@@ -1,0 +1,220 @@
+"""OpenTelemetry spans for sending, fetching, running and settling jobs, and for monitor passes.
+
+Only the OpenTelemetry API is used (the ``otel`` extra); the SDK, its sampler and its exporters are
+the project's to configure. Without the API installed every helper here returns one shared
+context manager that does nothing, so the cost is a function call (bench/README.md, "Observability").
+
+Spans follow OpenTelemetry's messaging semantic conventions: ``messaging.system`` is "pgboss", the
+destination is the queue, the message id the job id, and the operation one of send (a PRODUCER
+span), receive (the fetch, a CLIENT span), process (the handler, a CONSUMER span) and settle.
+
+How a job's handler span is joined to the request that sent it (schema 43 has no column for a trace
+context, and a job's ``data`` is the user's): each job has a trace of its own whose trace id is the
+job's id, the 128 bits of its uuid. The send span, in the caller's trace, carries a span link to
+that trace; every handler span of the job (each attempt) is a child of it. Nothing is written to
+the database, a backend can open a job's trace from the job id alone, and the link leads from the
+sending request to it. docs/observability.md shows it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+try:
+    from opentelemetry import trace as otel_trace
+except ImportError:  # pragma: no cover - the trace tests run with the extra installed
+    otel_trace = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from django_pgboss.records import Job
+
+#: True when the OpenTelemetry API is importable; the span helpers do nothing otherwise.
+ENABLED = otel_trace is not None
+#: The value of messaging.system on every span.
+MESSAGING_SYSTEM = "pgboss"
+#: The instrumentation scope's name.
+TRACER_NAME = "django_pgboss"
+#: Links a batch span carries at most (the SDK keeps 128 by default).
+MAX_LINKS = 128
+
+_NOTHING: AbstractContextManager[Any] = contextlib.nullcontext()
+
+
+_tracers: list[Any] = []
+
+
+def _tracer() -> Any:
+    # Made once, on first use: before a provider is set, get_tracer() gives a proxy that follows
+    # the provider set later (Django settings often set it after this module was imported).
+    if not _tracers:
+        _tracers.append(otel_trace.get_tracer(TRACER_NAME, _version()))
+    return _tracers[0]
+
+
+def _version() -> str | None:
+    # The installed distribution's version: the package root, which holds __version__, imports
+    # the API, which imports this module.
+    try:
+        return importlib.metadata.version("django-pgboss")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def job_span_context(job_id: str) -> Any:
+    """The span context of a job's own trace: trace id = the job's uuid, span id = its low 64 bits.
+
+    Remote and sampled, so that a ParentBased sampler records the handler spans under it (set
+    ``remote_parent_sampled`` to sample them otherwise). None for an id that is no uuid, or the nil
+    uuid, which no trace can have.
+    """
+    if otel_trace is None:
+        return None
+    try:
+        value = uuid.UUID(str(job_id)).int
+    except ValueError:
+        return None
+    if not value:
+        return None
+    return otel_trace.SpanContext(
+        trace_id=value,
+        span_id=(value & 0xFFFF_FFFF_FFFF_FFFF) or 1,
+        is_remote=True,
+        trace_flags=otel_trace.TraceFlags(otel_trace.TraceFlags.SAMPLED),
+    )
+
+
+def _attributes(queue: str, operation_type: str, operation: str, count: int | None = None) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "messaging.system": MESSAGING_SYSTEM,
+        "messaging.destination.name": queue,
+        "messaging.operation.type": operation_type,
+        "messaging.operation.name": operation,
+    }
+    if count is not None and count != 1:
+        attributes["messaging.batch.message_count"] = count
+    return attributes
+
+
+def send_span(queue: str, operation: str = "send", count: int = 1) -> AbstractContextManager[Any]:
+    """A PRODUCER span around a send (``operation`` "send") or an insert of ``count`` jobs."""
+    if otel_trace is None:
+        return _NOTHING
+    return _tracer().start_as_current_span(
+        f"{operation} {queue}",
+        kind=otel_trace.SpanKind.PRODUCER,
+        attributes=_attributes(queue, "send", operation, count),
+    )
+
+
+def recording(span: Any) -> bool:
+    """True when ``span`` (what a span helper's context manager gave) is a span being recorded."""
+    return span is not None and span.is_recording()
+
+
+def sent(span: Any, ids: Sequence[str | None]) -> None:
+    """Record the ids a send span's statement wrote, each with a link to the job's trace."""
+    if span is None or not span.is_recording():
+        return
+    written = [job_id for job_id in ids if job_id]
+    if len(written) == 1:
+        span.set_attribute("messaging.message.id", written[0])
+    for job_id in written[:MAX_LINKS]:
+        context = job_span_context(job_id)
+        if context is not None:
+            span.add_link(context, {"messaging.message.id": job_id})
+
+
+def fetch_span(queue: str) -> AbstractContextManager[Any]:
+    """A CLIENT span around one fetch from ``queue`` (OpenTelemetry's "receive")."""
+    if otel_trace is None:
+        return _NOTHING
+    return _tracer().start_as_current_span(
+        f"fetch {queue}", kind=otel_trace.SpanKind.CLIENT, attributes=_attributes(queue, "receive", "fetch")
+    )
+
+
+def fetched(span: Any, count: int) -> None:
+    """Record how many jobs a fetch span claimed."""
+    if span is not None and span.is_recording():
+        span.set_attribute("messaging.batch.message_count", count)
+
+
+@contextlib.contextmanager
+def _process(queue: str, jobs: Sequence[Job]) -> Iterator[Any]:
+    attributes = _attributes(queue, "process", "process", len(jobs))
+    links = []
+    parent = None
+    if len(jobs) == 1:
+        job = jobs[0]
+        attributes["messaging.message.id"] = job.id
+        attributes["pgboss.job.retry_count"] = job.retry_count
+        context = job_span_context(job.id)
+        if context is not None:
+            parent = otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(context))
+    else:
+        # A batch handler's span cannot be the child of every job's trace: it links to each.
+        for job in jobs[:MAX_LINKS]:
+            context = job_span_context(job.id)
+            if context is not None:
+                links.append(otel_trace.Link(context, {"messaging.message.id": job.id}))
+    with _tracer().start_as_current_span(
+        f"process {queue}",
+        context=parent,
+        kind=otel_trace.SpanKind.CONSUMER,
+        attributes=attributes,
+        links=links,
+    ) as span:
+        yield span
+
+
+def process_span(queue: str, jobs: Sequence[Job]) -> AbstractContextManager[Any]:
+    """A CONSUMER span around one handler call with ``jobs`` (one job, or a batch).
+
+    A handler that raises leaves its exception recorded on the span, and the span's status an error.
+    """
+    if otel_trace is None:
+        return _NOTHING
+    return _process(queue, jobs)
+
+
+def settle_span(queue: str, operation: str, count: int) -> AbstractContextManager[Any]:
+    """A CLIENT span around one settle statement (``operation``: complete, fail ...) of ``count`` jobs."""
+    if otel_trace is None:
+        return _NOTHING
+    return _tracer().start_as_current_span(
+        f"{operation} {queue}",
+        kind=otel_trace.SpanKind.CLIENT,
+        attributes=_attributes(queue, "settle", operation, count),
+    )
+
+
+def monitor_span() -> AbstractContextManager[Any]:
+    """An INTERNAL span around one monitor pass."""
+    if otel_trace is None:
+        return _NOTHING
+    return _tracer().start_as_current_span(
+        "pgboss monitor pass",
+        kind=otel_trace.SpanKind.INTERNAL,
+        attributes={"messaging.system": MESSAGING_SYSTEM},
+    )
+
+
+def monitored(span: Any, report: Any) -> None:
+    """Record what a monitor pass did (a PassReport) on its span."""
+    if span is None or not span.is_recording():
+        return
+    span.set_attributes(
+        {
+            "pgboss.monitor.counted": len(report.counted),
+            "pgboss.monitor.expired": report.expired,
+            "pgboss.monitor.stalled": report.stalled,
+            "pgboss.monitor.deleted": report.deleted,
+            "pgboss.monitor.warnings": len(report.warnings),
+            "pgboss.monitor.failed_queues": len(report.failed),
+        }
+    )
