@@ -19,7 +19,8 @@ class Job:
     ``retry_count`` names the attempt: passing the Job (not just its id) to complete(), fail(),
     touch() or delete_job() settles only that attempt, never a newer one (the attempt fence).
     The fields after ``group_tier`` are filled when the job was read with include_metadata (and
-    always by get_job_by_id and find_jobs); otherwise they are None.
+    always by get_job_by_id and find_jobs); otherwise they are None, except ``start_after``, which
+    every fetch fills (when the job became ready to run: its send, its delay, or its retry's).
     """
 
     id: str

@@ -108,6 +108,8 @@ def test_include_metadata_returns_every_column(queue):
     plain_id = boss.send(queue)
     (plain,) = boss.fetch(queue)
     assert plain.id == plain_id and plain.state is None and plain.created_on is None
+    # Every fetch says when the job became ready (the worker's send-to-start delay is measured from it).
+    assert plain.start_after is not None
 
 
 def test_refetching_a_started_job_counts_an_attempt(queue):

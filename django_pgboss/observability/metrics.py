@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -250,3 +251,95 @@ def _make(kind: type, name: str, text: str, labels: Iterable[str], registry: Col
 
 _made: dict[tuple[int, str], Any] = {}
 _made_lock = threading.Lock()
+
+
+class WorkerMetrics:
+    """A worker process's metrics: jobs by outcome, handler duration, send-to-start delay, and the
+    handlers running and abandoned.
+
+    The outcomes and the delay hang off django_pgboss's signals (``connect()``): ``job_started``
+    (the delay from the job's start_after to its handler's start, on this machine's clock against
+    the database's), ``job_completed``, ``job_failed`` (``failed`` when for good, ``retried``
+    when it goes back to retry) and ``job_dead_lettered`` (also counted as ``failed``). The worker
+    calls ``handler_started()`` and ``handler_finished()`` around each handler call itself, for
+    what no signal carries: the call's duration and how many run at once.
+    """
+
+    def __init__(self, registry: CollectorRegistry = PGBOSS_REGISTRY) -> None:
+        self.jobs = _metric(
+            Counter,
+            "pgboss_worker_jobs",
+            "Jobs this worker settled, by outcome: completed, failed (for good), retried, dead_lettered.",
+            ["queue", "outcome"],
+            registry,
+        )
+        self.duration = _metric(
+            Histogram,
+            "pgboss_worker_handler_duration_seconds",
+            "How long one handler call took (a batch handler's call counts once).",
+            ["queue"],
+            registry,
+        )
+        self.delay = _metric(
+            Histogram,
+            "pgboss_worker_send_to_start_seconds",
+            "From a job's start_after (its send, delay or retry back-off) to its handler's start.",
+            ["queue"],
+            registry,
+        )
+        self.running = _metric(
+            Gauge, "pgboss_worker_running_handlers", "Handler calls running now.", ["queue"], registry
+        )
+        self.abandoned = _metric(
+            Gauge,
+            "pgboss_worker_abandoned_handlers",
+            "Handler calls the worker stopped waiting for (their jobs went back), still running.",
+            ["queue"],
+            registry,
+        )
+
+    def connect(self) -> WorkerMetrics:
+        """Connect the signal receivers (weakly held by Django: keep this object); returns self."""
+        from django_pgboss import signals
+
+        signals.job_started.connect(self._started, dispatch_uid=("pgboss-metrics-started", id(self)))
+        signals.job_completed.connect(self._completed, dispatch_uid=("pgboss-metrics-completed", id(self)))
+        signals.job_failed.connect(self._failed, dispatch_uid=("pgboss-metrics-failed", id(self)))
+        signals.job_dead_lettered.connect(self._dead_lettered, dispatch_uid=("pgboss-metrics-dlq", id(self)))
+        return self
+
+    def disconnect(self) -> None:
+        """Disconnect the receivers connect() connected."""
+        from django_pgboss import signals
+
+        signals.job_started.disconnect(dispatch_uid=("pgboss-metrics-started", id(self)))
+        signals.job_completed.disconnect(dispatch_uid=("pgboss-metrics-completed", id(self)))
+        signals.job_failed.disconnect(dispatch_uid=("pgboss-metrics-failed", id(self)))
+        signals.job_dead_lettered.disconnect(dispatch_uid=("pgboss-metrics-dlq", id(self)))
+
+    # -- what the worker calls around a handler --------------------------------------------------
+
+    def handler_started(self, queue: str) -> None:
+        self.running.labels(queue).inc()
+
+    def handler_finished(self, queue: str, seconds: float) -> None:
+        self.running.labels(queue).dec()
+        self.duration.labels(queue).observe(seconds)
+
+    def handler_abandoned(self, queue: str, count: int = 1) -> None:
+        self.abandoned.labels(queue).inc(count)
+
+    # -- signal receivers ------------------------------------------------------------------------
+
+    def _started(self, sender: Any, *, queue: str, job: Any, **kwargs: Any) -> None:
+        if job.start_after is not None:
+            self.delay.labels(queue).observe(max(time.time() - job.start_after.timestamp(), 0.0))
+
+    def _completed(self, sender: Any, *, queue: str, **kwargs: Any) -> None:
+        self.jobs.labels(queue, "completed").inc()
+
+    def _failed(self, sender: Any, *, queue: str, will_retry: bool, **kwargs: Any) -> None:
+        self.jobs.labels(queue, "retried" if will_retry else "failed").inc()
+
+    def _dead_lettered(self, sender: Any, *, queue: str, **kwargs: Any) -> None:
+        self.jobs.labels(queue, "dead_lettered").inc()

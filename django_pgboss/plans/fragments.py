@@ -55,8 +55,10 @@ JOB_COLUMNS = (
     "source_output",
     "source_root_id",
 )
-#: The columns every fetch returns; the rest come with include_metadata.
-JOB_MIN_COLUMNS = JOB_COLUMNS[: JOB_COLUMNS.index("policy")]
+#: The columns every fetch returns; the rest come with include_metadata. start_after is among
+#: them because the worker measures each job's wait from it (the send-to-start histogram of
+#: observability/metrics.py): eight bytes a row, against a second read per job.
+JOB_MIN_COLUMNS = (*JOB_COLUMNS[: JOB_COLUMNS.index("policy")], "start_after")
 
 #: The columns a send or an insert writes (the rest take their defaults), in the order the insert
 #: statements list their values.
