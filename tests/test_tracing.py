@@ -4,6 +4,8 @@ says, with the messaging semantic conventions' attributes."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 import uuid
@@ -133,3 +135,100 @@ def test_without_opentelemetry_installed_sending_works_and_nothing_is_traced():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def run_burst(queue: str, handler, **options) -> None:
+    from django_pgboss.worker.registry import Registration
+    from django_pgboss.worker.runner import Worker
+
+    Worker([Registration(queue, handler, polling_interval_seconds=0.1, **options)], burst=True).run()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_send_span_and_the_handler_span_of_one_job_are_joined_by_the_job_s_trace(spans):
+    boss.create_queue("mail")
+    tracer = trace.get_tracer("tests")
+    with tracer.start_as_current_span("POST /signup"):
+        job_id = boss.send("mail", {"to": "a@example.com"})
+    run_burst("mail", lambda job: {"sent": True})
+    (send,) = by_name(spans, "send mail")
+    (process,) = by_name(spans, "process mail")
+    (fetch,) = by_name(spans, "fetch mail")
+    (complete,) = by_name(spans, "complete mail")
+    job_trace = uuid.UUID(job_id).int
+    # The send span links to the job's trace; the handler span is a child in it.
+    assert [link.context.trace_id for link in send.links] == [job_trace]
+    assert process.context.trace_id == job_trace
+    assert process.parent.trace_id == job_trace and process.parent.is_remote
+    assert process.kind == SpanKind.CONSUMER
+    assert process.attributes["messaging.message.id"] == job_id
+    assert process.attributes["messaging.destination.name"] == "mail"
+    assert process.attributes["messaging.operation.type"] == "process"
+    assert process.attributes["pgboss.job.retry_count"] == 0
+    assert process.status.status_code != StatusCode.ERROR
+    # The settle of that one job is in its trace too; the fetch that claimed it counts it.
+    assert complete.context.trace_id == job_trace
+    assert complete.attributes["messaging.operation.type"] == "settle"
+    assert fetch.kind == SpanKind.CLIENT and fetch.attributes["messaging.batch.message_count"] == 1
+    assert fetch.attributes["messaging.operation.type"] == "receive"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_attempt_of_a_job_is_in_its_trace_and_a_failure_is_recorded(spans):
+    boss.create_queue("flaky", retry_limit=1)
+    job_id = boss.send("flaky", {})
+
+    def handler(job):
+        if job.retry_count == 0:
+            raise ValueError("first attempt fails")
+
+    run_burst("flaky", handler)
+    first, second = sorted(by_name(spans, "process flaky"), key=lambda span: span.start_time)
+    assert {first.context.trace_id, second.context.trace_id} == {uuid.UUID(job_id).int}
+    assert (first.attributes["pgboss.job.retry_count"], second.attributes["pgboss.job.retry_count"]) == (0, 1)
+    assert first.status.status_code == StatusCode.ERROR
+    (event,) = [event for event in first.events if event.name == "exception"]
+    assert event.attributes["exception.type"] == "ValueError"
+    assert second.status.status_code != StatusCode.ERROR
+    (fail,) = by_name(spans, "fail flaky")
+    assert fail.context.trace_id == uuid.UUID(job_id).int
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_handler_s_span_links_to_each_job_s_trace(spans):
+    boss.create_queue("batched")
+    ids = boss.insert("batched", [{"data": {"n": n}} for n in range(3)], return_ids=True)
+    run_burst("batched", lambda jobs: None, batch=True, batch_size=3)
+    (process,) = by_name(spans, "process batched")
+    assert process.attributes["messaging.batch.message_count"] == 3
+    assert {link.context.trace_id for link in process.links} == {uuid.UUID(job_id).int for job_id in ids}
+    # Without one job to be the child of, the call is a trace of its own.
+    assert process.context.trace_id not in {uuid.UUID(job_id).int for job_id in ids}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_idle_queue_s_empty_polls_make_no_spans(spans):
+    boss.create_queue("idle")
+    run_burst("idle", lambda job: None)
+    assert not [span for span in spans() if span.name == "fetch idle"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_documented_console_example_prints_the_joined_spans(tmp_path):
+    from tests.test_docs import marked_blocks
+
+    (block,) = marked_blocks("observability.md", 1)
+    script = tmp_path / "console_example.py"
+    script.write_text("import django; django.setup()\n" + block + "print('JOB', job_id)\n")
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=REPO, env=worker_env(), capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    job_id = result.stdout.strip().splitlines()[-1].split()[-1]
+    job_trace = f"0x{uuid.UUID(job_id).hex}"
+    documents = [json.loads(text) for text in re.findall(r"^\{.*?^\}", result.stdout, flags=re.S | re.M)]
+    named = {document["name"]: document for document in documents}
+    assert {"POST /signup", "send emails", "fetch emails", "process emails", "complete emails"} <= set(named)
+    assert named["send emails"]["parent_id"] == named["POST /signup"]["context"]["span_id"]
+    assert [link["context"]["trace_id"] for link in named["send emails"]["links"]] == [job_trace]
+    assert named["process emails"]["context"]["trace_id"] == job_trace

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -46,3 +47,29 @@ def start(options: dict[str, Any], *, queues: bool, context: DatabaseContext | N
         return exposition.serve(port, options["metrics_addr"], queues=queues, context=context)
     except OSError as exc:
         raise CommandError(f"--metrics-port {port}: {exc}") from exc
+
+
+def worker_metrics(options: dict[str, Any]) -> Any:
+    """The worker's metrics, their signal receivers connected, when they have somewhere to go:
+    --metrics-port, or prometheus-client's multi-process folder (PROMETHEUS_MULTIPROC_DIR), from
+    which another process serves them. None otherwise, so a worker without either counts nothing."""
+    if options["metrics_port"] is None and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return None
+    try:
+        from django_pgboss.observability.metrics import WorkerMetrics
+    except ImproperlyConfigured as exc:
+        if options["metrics_port"] is None:
+            return None  # the folder is another library's; without prometheus-client, nothing to write
+        raise CommandError(str(exc)) from exc
+    return WorkerMetrics().connect()
+
+
+def process_exited() -> None:
+    """In prometheus-client's multi-process mode, mark this process's live gauges dead."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return
+    try:
+        from django_pgboss.observability import exposition
+    except ImproperlyConfigured:
+        return
+    exposition.process_exited()

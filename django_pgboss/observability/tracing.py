@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -129,47 +130,42 @@ def sent(span: Any, ids: Sequence[str | None]) -> None:
             span.add_link(context, {"messaging.message.id": job_id})
 
 
-def fetch_span(queue: str) -> AbstractContextManager[Any]:
-    """A CLIENT span around one fetch from ``queue`` (OpenTelemetry's "receive")."""
+def now() -> int:
+    """The time a span that is recorded after the fact starts at (0 without the API)."""
+    return time.time_ns() if otel_trace is not None else 0
+
+
+def record_fetch(queue: str, started: int, count: int) -> None:
+    """A CLIENT span (OpenTelemetry's "receive") for a fetch that began at ``started`` (now())
+    and claimed ``count`` jobs, ended now."""
     if otel_trace is None:
-        return _NOTHING
-    return _tracer().start_as_current_span(
-        f"fetch {queue}", kind=otel_trace.SpanKind.CLIENT, attributes=_attributes(queue, "receive", "fetch")
+        return
+    span = _tracer().start_span(
+        f"fetch {queue}",
+        kind=otel_trace.SpanKind.CLIENT,
+        attributes={**_attributes(queue, "receive", "fetch"), "messaging.batch.message_count": count},
+        start_time=started,
     )
+    span.end()
 
 
-def fetched(span: Any, count: int) -> None:
-    """Record how many jobs a fetch span claimed."""
-    if span is not None and span.is_recording():
-        span.set_attribute("messaging.batch.message_count", count)
-
-
-@contextlib.contextmanager
-def _process(queue: str, jobs: Sequence[Job]) -> Iterator[Any]:
-    attributes = _attributes(queue, "process", "process", len(jobs))
-    links = []
-    parent = None
+def _job_parent(jobs: Sequence[Job], attributes: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """The parent context and links of a span about ``jobs``: one job's span is a child in the
+    job's own trace; a span about several links to each job's trace instead."""
     if len(jobs) == 1:
         job = jobs[0]
         attributes["messaging.message.id"] = job.id
         attributes["pgboss.job.retry_count"] = job.retry_count
         context = job_span_context(job.id)
+        if context is None:
+            return None, []
+        return otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(context)), []
+    links = []
+    for job in jobs[:MAX_LINKS]:
+        context = job_span_context(job.id)
         if context is not None:
-            parent = otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(context))
-    else:
-        # A batch handler's span cannot be the child of every job's trace: it links to each.
-        for job in jobs[:MAX_LINKS]:
-            context = job_span_context(job.id)
-            if context is not None:
-                links.append(otel_trace.Link(context, {"messaging.message.id": job.id}))
-    with _tracer().start_as_current_span(
-        f"process {queue}",
-        context=parent,
-        kind=otel_trace.SpanKind.CONSUMER,
-        attributes=attributes,
-        links=links,
-    ) as span:
-        yield span
+            links.append(otel_trace.Link(context, {"messaging.message.id": job.id}))
+    return None, links
 
 
 def process_span(queue: str, jobs: Sequence[Job]) -> AbstractContextManager[Any]:
@@ -179,17 +175,29 @@ def process_span(queue: str, jobs: Sequence[Job]) -> AbstractContextManager[Any]
     """
     if otel_trace is None:
         return _NOTHING
-    return _process(queue, jobs)
+    attributes = _attributes(queue, "process", "process", len(jobs))
+    parent, links = _job_parent(jobs, attributes)
+    return _tracer().start_as_current_span(
+        f"process {queue}",
+        context=parent,
+        kind=otel_trace.SpanKind.CONSUMER,
+        attributes=attributes,
+        links=links,
+    )
 
 
-def settle_span(queue: str, operation: str, count: int) -> AbstractContextManager[Any]:
-    """A CLIENT span around one settle statement (``operation``: complete, fail ...) of ``count`` jobs."""
+def settle_span(queue: str, operation: str, jobs: Sequence[Job]) -> AbstractContextManager[Any]:
+    """A CLIENT span around one settle statement (``operation``: complete, fail) of ``jobs``."""
     if otel_trace is None:
         return _NOTHING
+    attributes = _attributes(queue, "settle", operation, len(jobs))
+    parent, links = _job_parent(jobs, attributes)
     return _tracer().start_as_current_span(
         f"{operation} {queue}",
+        context=parent,
         kind=otel_trace.SpanKind.CLIENT,
-        attributes=_attributes(queue, "settle", operation, count),
+        attributes=attributes,
+        links=links,
     )
 
 

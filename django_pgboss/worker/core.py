@@ -23,6 +23,7 @@ from django.db import close_old_connections, connections
 from django_pgboss import signals
 from django_pgboss.api.boss import Boss
 from django_pgboss.api.jobs import JobStore
+from django_pgboss.observability.instruments import HandlerInstruments
 from django_pgboss.records import Job
 from django_pgboss.worker.backoff import backoff_delay, one_line, worth_logging
 from django_pgboss.worker.listener import NotifyListener
@@ -166,6 +167,8 @@ class WorkerCore:
 
     boss: Boss
     jobs: JobStore
+    #: Told of each handler call's start and end (observability/instruments.py), or None.
+    instruments: HandlerInstruments | None
     registrations: list[Registration]
     burst: bool
     max_jobs: int | None

@@ -21,6 +21,7 @@ from django.db import DatabaseError, connections
 
 from django_pgboss.arguments import group_limits
 from django_pgboss.records import Job
+from django_pgboss.observability import tracing
 from django_pgboss.worker.core import QueueState, WorkerCore, logger
 from django_pgboss.worker.outcomes import UNSTARTED_OUTPUT
 
@@ -64,6 +65,7 @@ class FetchLoops(WorkerCore):
                 # away by _database_trouble() and Django opens a fresh one on the next fetch.
                 with self._lock:
                     ignore = self._groups_at_capacity(state)
+                fetch_started = tracing.now()
                 jobs = self.jobs.fetch(
                     name,
                     batch_size=size,
@@ -73,6 +75,10 @@ class FetchLoops(WorkerCore):
                     max_priority=registration.max_priority,
                     ignore_groups=ignore,
                 )
+                if jobs:
+                    # Only a fetch that claimed jobs gets a span: an idle queue polls every
+                    # polling_interval_seconds, and a span per empty poll would bury the rest.
+                    tracing.record_fetch(name, fetch_started, len(jobs))
                 if failures:
                     logger.info("fetching from %s again after %d database error(s)", name, failures)
                 failures = 0

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import queue as queue_module
 import threading
+import time
 
 from django.db import connections
 
+from django_pgboss.observability import tracing
+from django_pgboss.observability.logs import job_extra
 from django_pgboss.records import Job
 from django_pgboss.worker import transactional
 from django_pgboss.worker.core import QueueState, WorkerCore, close_old_connections_quietly, job_ids, logger
@@ -99,22 +102,44 @@ class HandlerThreads(WorkerCore):
         state = self._queues[name]
         registration = state.registration
         settles: list[SettleItem] = []
+        instruments = self.instruments
+        if instruments is not None:
+            instruments.handler_started(name)
+        started = time.perf_counter()
         try:
-            if registration.transactional:
-                # The handler and the completion in one transaction (worker/transactional.py):
-                # nothing for the settler unless the run rolled back and its jobs must fail.
-                thread = threading.current_thread()
-                settles = transactional.run_unit(
-                    self.jobs, registration, jobs, self.stats, is_late=lambda: thread in self._detached
-                )
-                return
-            result = registration.handler(jobs if registration.batch else jobs[0])
+            try:
+                # The span records what the handler raised, and the error status, as it passes.
+                with tracing.process_span(name, jobs):
+                    if registration.transactional:
+                        # The handler and the completion in one transaction
+                        # (worker/transactional.py): nothing for the settler unless the run
+                        # rolled back and its jobs must fail.
+                        thread = threading.current_thread()
+                        settles = transactional.run_unit(
+                            self.jobs,
+                            registration,
+                            jobs,
+                            self.stats,
+                            is_late=lambda: thread in self._detached,
+                        )
+                        return
+                    result = registration.handler(jobs if registration.batch else jobs[0])
+            finally:
+                if instruments is not None:
+                    instruments.handler_finished(name, time.perf_counter() - started)
         except BaseException as exc:
             # Every way a handler can end is the job's failure, SystemExit and KeyboardInterrupt
             # included: signals reach only the main thread (which the command's own handlers
             # serve), so in a handler thread these are the handler's own doing, and letting them
             # through would end the thread without a word while the queue kept claiming for it.
-            logger.info("job(s) %s of %s failed: %s: %s", job_ids(jobs), name, type(exc).__name__, exc)
+            logger.info(
+                "job(s) %s of %s failed: %s: %s",
+                job_ids(jobs),
+                name,
+                type(exc).__name__,
+                exc,
+                extra=job_extra(name, jobs),
+            )
             settles = [("fail", name, jobs, exc)]
         else:
             settles = settle_items(registration, name, jobs, result)

@@ -32,6 +32,7 @@ from django_pgboss.api.jobs import JobStore
 from django_pgboss.arguments import integer
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.exceptions import QueueNotFound
+from django_pgboss.observability.instruments import HandlerInstruments
 from django_pgboss.worker.backoff import when_reachable
 from django_pgboss.worker.core import QueueState, WorkerStats, logger, queue_capacity
 from django_pgboss.worker.deadlines import EXIT_ABANDONED_THREADS, Deadlines
@@ -53,6 +54,8 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
     ``max_abandoned_threads`` (default settings.PGBOSS["MAX_ABANDONED_THREADS"]) is how many
     handler threads that ignored their job's cancellation signal may go on running before the
     worker stops, with ``exit_status`` EXIT_ABANDONED_THREADS (worker/deadlines.py).
+    ``instruments`` is told of each handler call's start and duration (the metrics' WorkerMetrics,
+    see observability/instruments.py).
     """
 
     def __init__(
@@ -65,6 +68,7 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
         grace_seconds: float = 30.0,
         listen: bool = True,
         max_abandoned_threads: int | None = None,
+        instruments: HandlerInstruments | None = None,
     ) -> None:
         if max_abandoned_threads is None:
             max_abandoned_threads = pgboss_settings.MAX_ABANDONED_THREADS
@@ -73,6 +77,7 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
         #: 0, or EXIT_ABANDONED_THREADS once the worker stopped for its abandoned threads.
         self.exit_status = 0
         self.boss = boss or Boss()
+        self.instruments = instruments
         # The worker's own statements go through the job store, over the Boss's context (so the
         # two share its queue-route cache).
         self.jobs = JobStore(self.boss.context)

@@ -20,6 +20,7 @@ from typing import Any
 from django.db import connections
 
 from django_pgboss.api.jobs import JobStore
+from django_pgboss.observability import tracing
 from django_pgboss.records import Job
 from django_pgboss.wire import storable_text
 from django_pgboss.worker.outcomes import failure_output, is_refusal, unstorable_output
@@ -141,7 +142,8 @@ class Settler:
         while chunks:
             chunk = chunks.pop()
             try:
-                settled = self.jobs.complete_each(name, chunk)
+                with tracing.settle_span(name, "complete", [job for job, _output in chunk]):
+                    settled = self.jobs.complete_each(name, chunk)
             except Exception as exc:
                 # Any refusal is isolated to its job, never retried for ever.
                 if not is_refusal(exc):
@@ -187,7 +189,8 @@ class Settler:
         attempts = 0
         while True:
             try:
-                failed, copies = self.jobs.fail_reporting(name, jobs, output, terminal=terminal)
+                with tracing.settle_span(name, "fail", jobs):
+                    failed, copies = self.jobs.fail_reporting(name, jobs, output, terminal=terminal)
                 break
             except Exception as exc:
                 if is_refusal(exc):

@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_pgboss import arguments
 from django_pgboss.exceptions import InvalidOption
+from django_pgboss.management import metrics_port
 from django_pgboss.management.console import configure_logging
 from django_pgboss.tasks.registrations import worker_tasks
 from django_pgboss.version import version_text
@@ -67,6 +68,7 @@ class Command(BaseCommand):
                 f"{EXIT_ABANDONED_THREADS} (default settings.PGBOSS['MAX_ABANDONED_THREADS'])"
             ),
         )
+        metrics_port.add_arguments(parser, "this worker's jobs, handler durations and delays")
 
     def handle(self, *args: Any, **options: Any) -> None:
         for option in ("concurrency", "batch_size", "max_jobs"):
@@ -85,6 +87,7 @@ class Command(BaseCommand):
             )
         if options["grace_seconds"] < 0:
             raise CommandError(f"--grace-seconds must be >= 0, not {options['grace_seconds']}")
+        metrics_port.check(options)
         configure_logging(options["verbosity"])
         # Installed before the worker exists, so that a stop while waiting for the database (a
         # worker started before its database, in a container or after a reboot) ends cleanly.
@@ -113,11 +116,17 @@ class Command(BaseCommand):
             self.stdout.write("stopped before the database answered: no job was fetched")
             return
         holder.append(worker)
+        # The worker holds its metrics for the run (Django holds signal receivers weakly).
+        worker.instruments = metrics_port.worker_metrics(options)
+        metrics_port.start(options, queues=False)
         progress = None
         if options["burst"] and sys.stderr.isatty():
             progress = threading.Thread(target=self._progress, args=(worker,), daemon=True)
             progress.start()
-        stats = worker.run()
+        try:
+            stats = worker.run()
+        finally:
+            metrics_port.process_exited()
         if progress is not None:
             sys.stderr.write("\n")
         self.stdout.write(

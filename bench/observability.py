@@ -1,0 +1,201 @@
+"""Observability benchmark: the drain and the send with and without the metrics and otel extras.
+
+    bash bench/cluster.sh start
+    .venvs/py3.11-Django__5.2/bin/python bench/observability.py [--jobs 10000] [--processes 2]
+                                                               [--repeat 3] [--sends 2000]
+    bash bench/cluster.sh stop
+
+Four modes, each run in freshly spawned processes, alternating within each repeat:
+
+  no extras        opentelemetry and prometheus_client made unimportable (sys.modules[...] = None
+                   before Django starts), as in a project that installed neither extra: every
+                   span helper is the shared do-nothing context manager
+  installed, idle  both importable (the test extra installs them), no tracer provider set and no
+                   metrics asked for: the API's no-op spans, no WorkerMetrics
+  metrics          WorkerMetrics connected to the signals and given to the Worker as instruments
+  metrics + traces the same, plus the SDK's TracerProvider recording every span (always-on
+                   sampling) into a BatchSpanProcessor whose exporter drops them
+
+The drain: --jobs jobs queued (boss.insert), drained by --processes Worker processes (fetch size
+50, concurrency 4, burst), timed to the last job's completed_on as bench/drain.py does. The send:
+one process sends --sends jobs one at a time with boss.send (autocommit), timed in the process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+MODES = ("no extras", "installed, idle", "metrics", "metrics + traces")
+MODE_VARIABLE = "PGBOSS_BENCH_OBSERVABILITY"
+
+# Before anything imports either library: the spawned children run this too (as __mp_main__).
+if os.environ.get(MODE_VARIABLE) == "no extras":
+    for blocked in ("opentelemetry", "prometheus_client"):
+        sys.modules[blocked] = None  # type: ignore[assignment]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+import multiprocessing  # noqa: E402
+
+from bench.drain import QUEUE, TABLE, load, raw_connection, transactions  # noqa: E402
+from bench.enqueue import server_facts, source_revision  # noqa: E402
+from django_pgboss.api.boss import Boss  # noqa: E402
+from django_pgboss.observability import tracing  # noqa: E402
+from django_pgboss.worker.registry import Registration  # noqa: E402
+from django_pgboss.worker.runner import Worker  # noqa: E402
+
+SEND_QUEUE = "bench_obs_send"
+FETCH_SIZE = 50
+CONCURRENCY = 4
+
+
+def instruments() -> Any:
+    """Set the mode up in this process; returns the Worker's instruments (or None)."""
+    mode = os.environ.get(MODE_VARIABLE)
+    if mode == "no extras":
+        assert not tracing.ENABLED
+    if mode not in ("metrics", "metrics + traces"):
+        return None
+    from django_pgboss.observability.metrics import WorkerMetrics
+
+    if mode == "metrics + traces":
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+        class Dropped(SpanExporter):
+            def export(self, spans: Any) -> SpanExportResult:
+                return SpanExportResult.SUCCESS
+
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(Dropped()))
+        trace.set_tracer_provider(provider)
+    return WorkerMetrics().connect()
+
+
+def drain(ready: Any, go: Any) -> None:
+    metrics = instruments()
+    registration = Registration(
+        QUEUE, lambda job: None, batch_size=FETCH_SIZE, concurrency=CONCURRENCY, polling_interval_seconds=0.1
+    )
+    worker = Worker([registration], burst=True, instruments=metrics)
+    ready.release()
+    go.wait()
+    stats = worker.run()
+    if stats.failed or stats.lost:
+        raise SystemExit(f"worker: {stats.failed} failed, {stats.lost} lost")
+
+
+def send(sends: int, result: Any) -> None:
+    instruments()
+    boss = Boss()
+    boss.send(SEND_QUEUE, {"warm": True})
+    started = time.perf_counter()
+    for i in range(sends):
+        boss.send(SEND_QUEUE, {"i": i})
+    result.put(time.perf_counter() - started)
+
+
+def run_drain(admin: Any, mode: str, processes: int, jobs: int) -> float:
+    load(admin, jobs)
+    os.environ[MODE_VARIABLE] = mode
+    ctx = multiprocessing.get_context("spawn")
+    ready, go = ctx.Semaphore(0), ctx.Event()
+    children = [ctx.Process(target=drain, args=(ready, go)) for _ in range(processes)]
+    for child in children:
+        child.start()
+    for _ in children:
+        if not ready.acquire(timeout=120):
+            raise SystemExit(f"{mode}: a process did not start within 120 s")
+    transactions(admin)
+    started = time.time()
+    go.set()
+    for child in children:
+        child.join(timeout=900)
+        if child.exitcode != 0:
+            raise SystemExit(f"{mode}: a process exited with {child.exitcode}")
+    last, completed = admin.execute(
+        f"SELECT extract(epoch FROM max(completed_on))::float8, count(*) FILTER (WHERE state = 'completed') "
+        f"FROM {TABLE} WHERE name = %s",
+        (QUEUE,),
+    ).fetchone()
+    if completed != jobs:
+        raise SystemExit(f"{mode}: {completed} of {jobs} jobs completed")
+    return last - started
+
+
+def run_send(admin: Any, mode: str, sends: int) -> float:
+    admin.execute(f"DELETE FROM {TABLE} WHERE name = %s", (SEND_QUEUE,))
+    os.environ[MODE_VARIABLE] = mode
+    ctx = multiprocessing.get_context("spawn")
+    result = ctx.Queue()
+    child = ctx.Process(target=send, args=(sends, result))
+    child.start()
+    seconds = result.get(timeout=900)
+    child.join(timeout=60)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=10_000, help="jobs per drain (default 10000)")
+    parser.add_argument("--processes", type=int, default=2, help="draining processes (default 2)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each mode (default 3)")
+    parser.add_argument("--sends", type=int, default=2000, help="sends per send run (default 2000)")
+    args = parser.parse_args()
+
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    admin = raw_connection()
+    boss = Boss()
+    for name in (QUEUE, SEND_QUEUE):
+        if boss.get_queue(name) is not None:
+            boss.delete_queue(name)
+        boss.create_queue(name)
+    drains: dict[str, list[float]] = {mode: [] for mode in MODES}
+    sends: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for repeat in range(args.repeat):
+        for mode in MODES:
+            drains[mode].append(run_drain(admin, mode, args.processes, args.jobs))
+            sends[mode].append(run_send(admin, mode, args.sends))
+            print(
+                f"  run {repeat + 1}/{args.repeat} {mode:<17} drain {args.jobs / drains[mode][-1]:>7,.0f} jobs/s, "
+                f"send {sends[mode][-1] / args.sends * 1e6:>6.0f} us/send",
+                file=sys.stderr,
+            )
+    for name in (QUEUE, SEND_QUEUE):
+        boss.delete_queue(name)
+    facts = server_facts(admin)
+    print(
+        f"django_pgboss at {source_revision()}; PostgreSQL {facts['server_version']}, {os.cpu_count()} CPUs"
+    )
+    print(
+        f"drain: {args.jobs} jobs, {args.processes} processes, fetch size {FETCH_SIZE}, concurrency "
+        f"{CONCURRENCY}; send: {args.sends} sends; median (best) of {args.repeat} runs"
+    )
+    print()
+    print("| mode | drain jobs/s | vs no extras | send us/send | vs no extras |")
+    print("|---|---:|---:|---:|---:|")
+    base_drain = args.jobs / statistics.median(drains["no extras"])
+    base_send = statistics.median(sends["no extras"]) / args.sends * 1e6
+    for mode in MODES:
+        rate = args.jobs / statistics.median(drains[mode])
+        best = args.jobs / min(drains[mode])
+        per_send = statistics.median(sends[mode]) / args.sends * 1e6
+        best_send = min(sends[mode]) / args.sends * 1e6
+        print(
+            f"| {mode} | {rate:,.0f} ({best:,.0f}) | {rate / base_drain - 1:+.1%} | "
+            f"{per_send:.0f} ({best_send:.0f}) | {per_send / base_send - 1:+.1%} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
