@@ -199,3 +199,30 @@ def test_a_worker_without_a_port_or_a_folder_counts_nothing(monkeypatch):
     result = run_worker("--queue", "echo", "--burst", "--metrics-port", "70000")
     assert result.returncode != 0
     assert "--metrics-port must be between 0 and 65535" in result.stderr
+
+
+def test_a_handler_that_ignores_its_deadline_is_counted_abandoned_until_it_ends(metrics):
+    import threading
+
+    boss.create_queue("slow", expire_in_seconds=1, retry_limit=0)
+    boss.send("slow", {})
+    release = threading.Event()
+    worker = Worker(
+        [Registration("slow", lambda job: release.wait(30), polling_interval_seconds=0.1)],
+        instruments=metrics,
+        max_abandoned_threads=5,
+    )
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+    try:
+        # Past its 1 s deadline the job is failed and its signal set; the handler ignores it, and
+        # a second later the worker counts the thread abandoned.
+        wait_for(lambda: metrics.abandoned.labels("slow")._value.get() == 1, timeout=20)
+        assert metrics.running.labels("slow")._value.get() == 1
+        release.set()
+        wait_for(lambda: metrics.running.labels("slow")._value.get() == 0, timeout=10)
+        wait_for(lambda: metrics.abandoned.labels("slow")._value.get() == 0, timeout=10)
+    finally:
+        release.set()
+        worker.stop()
+        runner.join(60)

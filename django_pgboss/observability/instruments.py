@@ -21,4 +21,5 @@ class HandlerInstruments(Protocol):
         """A handler call of ``queue`` returned or raised after ``seconds``."""
 
     def handler_abandoned(self, queue: str, count: int = 1) -> None:
-        """The worker stopped waiting for ``count`` handler calls of ``queue`` that still run."""
+        """The worker stopped waiting for ``count`` handler calls of ``queue`` that still run (their
+        jobs went back to the queue); ``count`` is -1 when such a call ends after all."""

@@ -131,6 +131,8 @@ class Deadlines(HandlerThreads):
                     continue
                 detached.abandoned = True
                 self.stats.add(abandoned=1)
+                if self.instruments is not None:
+                    self.instruments.handler_abandoned(detached.name)
                 logger.error(
                     "handler thread %s ignored the cancellation signal of job(s) %s of %s for %.1fs: "
                     "abandoned it (%d abandoned thread(s) running, limit %d)",

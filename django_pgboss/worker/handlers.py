@@ -56,6 +56,8 @@ class HandlerThreads(WorkerCore):
                         logger.warning(
                             "abandoned handler thread %s of %s ended after all", thread.name, detached.name
                         )
+                        if self.instruments is not None:
+                            self.instruments.handler_abandoned(detached.name, -1)
                     return
         except BaseException:
             # _run_handler keeps whatever a handler raises; this is a fault in the loop itself.
