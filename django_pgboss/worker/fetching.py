@@ -20,8 +20,8 @@ import time
 from django.db import DatabaseError, connections
 
 from django_pgboss.arguments import group_limits
-from django_pgboss.records import Job
 from django_pgboss.observability import tracing
+from django_pgboss.records import Job
 from django_pgboss.worker.core import QueueState, WorkerCore, logger
 from django_pgboss.worker.outcomes import UNSTARTED_OUTPUT
 
