@@ -232,3 +232,30 @@ def test_the_documented_console_example_prints_the_joined_spans(tmp_path):
     assert named["send emails"]["parent_id"] == named["POST /signup"]["context"]["span_id"]
     assert [link["context"]["trace_id"] for link in named["send emails"]["links"]] == [job_trace]
     assert named["process emails"]["context"]["trace_id"] == job_trace
+
+
+@pytest.mark.node
+@pytest.mark.django_db(transaction=True)
+def test_a_job_pg_boss_sent_gets_its_handler_span_in_the_job_s_trace(spans, run_pgboss):
+    from django_pgboss.conf import pgboss_settings
+
+    boss.create_queue("mail")
+    (job_id,) = run_pgboss("send", pgboss_settings.SCHEMA, "mail", json.dumps([{"data": {"to": "a"}}]))["ids"]
+    run_burst("mail", lambda job: None)
+    (process,) = by_name(spans, "process mail")
+    assert process.context.trace_id == uuid.UUID(job_id).int
+    assert process.attributes["messaging.message.id"] == job_id
+
+
+@pytest.mark.node
+@pytest.mark.django_db(transaction=True)
+def test_a_traced_send_leaves_pg_boss_the_job_exactly_as_sent(spans, run_pgboss):
+    from django_pgboss.conf import pgboss_settings
+
+    boss.create_queue("mail")
+    with trace.get_tracer("tests").start_as_current_span("POST /signup"):
+        job_id = boss.send("mail", {"to": "a"})
+    assert by_name(spans, "send mail")
+    # No trace context rides in the job: pg-boss reads back the data as it was sent.
+    (job,) = run_pgboss("work", pgboss_settings.SCHEMA, "mail", "null")["jobs"]
+    assert (job["id"], job["data"]) == (job_id, {"to": "a"})
