@@ -19,7 +19,7 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.observability.metrics import PGBOSS_REGISTRY, QueueCollector
 
-logger = logging.getLogger("django_pgboss.metrics")
+logger = logging.getLogger("django_pgboss.observability")
 
 
 def multiprocess_dir() -> str | None:

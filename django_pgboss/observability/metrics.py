@@ -43,7 +43,7 @@ except ImportError as exc:  # pragma: no cover - the metric tests run with the e
         "django_pgboss's metrics need prometheus-client: pip install 'django-pgboss[metrics]'"
     ) from exc
 
-logger = logging.getLogger("django_pgboss.metrics")
+logger = logging.getLogger("django_pgboss.observability")
 
 #: django_pgboss's process metrics (the monitor's and the worker's).
 PGBOSS_REGISTRY = CollectorRegistry(auto_describe=False)
