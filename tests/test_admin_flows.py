@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from django_pgboss import FlowJob, boss
 from django_pgboss.admin.flow_graph import MAX_PER_LAYER, Node, flow_svg, holding_up, layers
+from django_pgboss.admin.views.flows import LISTED
 from tests.test_admin import page_text
 
 pytestmark = pytest.mark.django_db
@@ -90,11 +91,17 @@ def test_the_flow_page_draws_every_job_and_says_what_holds_the_flow_up(admin_cli
 def test_a_wide_fan_out_is_drawn_with_a_summary_box(admin_client):
     boss.create_queue("root")
     boss.create_queue("leaf")
-    ids = boss.flow([FlowJob("r", "root")] + [FlowJob(f"c{i}", "leaf", depends_on=["r"]) for i in range(40)])
+    ids = boss.flow([FlowJob("r", "root")] + [FlowJob(f"c{i}", "leaf", depends_on=["r"]) for i in range(60)])
     body = admin_client.get(flow_url("root", ids["r"])).content.decode()
     assert body.count('class="pgboss-flow-job"') == 1 + MAX_PER_LAYER
-    assert f'data-count="{40 - MAX_PER_LAYER}"' in body
-    assert f"+ {40 - MAX_PER_LAYER} more" in body
+    assert f'data-count="{60 - MAX_PER_LAYER}"' in body
+    assert f"+ {60 - MAX_PER_LAYER} more" in body
+    assert "60 blocked" in page_text(admin_client.get(flow_url("root", ids["r"])))
+    # The root's page lists its first 50 children and says the flow page counts them all.
+    page = admin_client.get(job_url("root", ids["r"])).content.decode()
+    children = re.search(r'<ul class="pgboss-flow-children">(.*?)</ul>', page, flags=re.S).group(1)
+    assert children.count("<li") == LISTED
+    assert "The first 50 are listed" in page
 
 
 def test_a_bad_key_goes_back_to_the_job_list_with_a_message(admin_client):

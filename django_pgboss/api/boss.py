@@ -501,9 +501,11 @@ class Boss:
         since (retention, delete_after_seconds) is left out."""
         return self._flows.get_parent_outputs(name, job_id)
 
-    def get_flow_jobs(self, name: str, job_id: str | uuid.UUID, *, parents: bool) -> list[RelatedJob]:
-        """The job's parents (``parents=True``) or children, with state (None once deleted) and output."""
-        return self._flows.related(name, job_id, parents=parents)
+    def get_flow_jobs(
+        self, name: str, job_id: str | uuid.UUID, *, parents: bool, limit: int | None = None
+    ) -> list[RelatedJob]:
+        """The job's parents (``parents=True``) or children (at most ``limit``), with state and output."""
+        return self._flows.related(name, job_id, parents=parents, limit=limit)
 
     def get_flow(self, name: str, job_id: str | uuid.UUID) -> FlowGraph:
         """The whole flow of job (``name``, ``job_id``): every job linked to it, and the edges."""

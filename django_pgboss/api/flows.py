@@ -19,7 +19,7 @@ from typing import Any
 from django.db import DatabaseError
 
 from django_pgboss.api.queues import require_dead_letter
-from django_pgboss.arguments import job_payload, uuid_text
+from django_pgboss.arguments import integer, job_payload, uuid_text
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.constants import QueuePolicy
 from django_pgboss.db.context import DatabaseContext, sqlstate
@@ -358,11 +358,15 @@ class FlowStore:
         """See Boss.get_dependents()."""
         return self._edges(flow_plans.get_dependents(self.context.quoted_schema), name, job_id)
 
-    def related(self, name: str, job_id: Any, *, parents: bool) -> list[RelatedJob]:
-        """A job's parents (or children) with their states and outputs."""
-        params = {"name": validate_queue_name(name), "id": uuid_text(job_id, "id")}
+    def related(self, name: str, job_id: Any, *, parents: bool, limit: int | None = None) -> list[RelatedJob]:
+        """A job's parents (or children) with their states and outputs, the first ``limit`` of them
+        in (name, id) order when given."""
+        params: dict[str, Any] = {"name": validate_queue_name(name), "id": uuid_text(job_id, "id")}
+        if limit is not None:
+            params["limit"] = integer("limit", limit, minimum=0)
+        plan = flow_plans.related_jobs(self.context.quoted_schema, parents=parents, limited=limit is not None)
         with self.context.cursor() as cursor:
-            cursor.execute(flow_plans.related_jobs(self.context.quoted_schema, parents=parents), params)
+            cursor.execute(plan, params)
             return [
                 RelatedJob(
                     row[0],

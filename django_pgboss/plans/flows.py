@@ -52,9 +52,10 @@ def get_dependents(schema: str) -> str:
     """
 
 
-def related_jobs(schema: str, *, parents: bool) -> str:
+def related_jobs(schema: str, *, parents: bool, limited: bool = False) -> str:
     """A job's parents (or children) with what the job table holds of each: (name, id, state,
-    output, completed_on), state NULL for a job already deleted. Parameters: name, id.
+    output, completed_on), state NULL for a job already deleted. Parameters: name, id, and with
+    ``limited`` limit (a fan-out's parent has thousands of children; a page shows a few).
 
     Through the parent ``job`` table, since the other end of an edge may be in any queue's table.
     """
@@ -65,6 +66,7 @@ def related_jobs(schema: str, *, parents: bool) -> str:
     LEFT JOIN {schema}.job j ON j.name = d.{far}_name AND j.id = d.{far}_id
     WHERE d.{near}_name = %(name)s AND d.{near}_id = %(id)s
     ORDER BY d.{far}_name, d.{far}_id
+    {"LIMIT %(limit)s" if limited else ""}
     """
 
 

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
 
+#: The most parents, and children, a job's page lists (a fan-out's parent may have thousands);
+#: the flow page counts them all.
+LISTED = 50
+
+
 def _job_url(name: str, job_id: str) -> str:
     return reverse("admin:pgboss_job_change", args=[quote(key_of(name, job_id))])
 
@@ -30,8 +35,8 @@ def _job_url(name: str, job_id: str) -> str:
 def job_flow_context(job: Any) -> dict[str, Any]:
     """For a job's page: its parents and children (state, link), and the link to its flow page;
     empty for a job in no flow."""
-    parents = boss.get_flow_jobs(job.name, job.id, parents=True)
-    children = boss.get_flow_jobs(job.name, job.id, parents=False)
+    parents = boss.get_flow_jobs(job.name, job.id, parents=True, limit=LISTED + 1)
+    children = boss.get_flow_jobs(job.name, job.id, parents=False, limit=LISTED + 1)
     if not parents and not children:
         return {}
 
@@ -47,8 +52,10 @@ def job_flow_context(job: Any) -> dict[str, Any]:
         ]
 
     return {
-        "flow_parents": rows(parents),
-        "flow_children": rows(children),
+        "flow_parents": rows(parents[:LISTED]),
+        "flow_children": rows(children[:LISTED]),
+        "flow_more_parents": len(parents) > LISTED,
+        "flow_more_children": len(children) > LISTED,
         "flow_pending": job.pending_dependencies if job.blocked else 0,
         "flow_url": reverse("admin:pgboss_job_flow", args=[quote(job_key(job))]),
     }
