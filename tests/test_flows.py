@@ -384,3 +384,21 @@ def test_reads_refuse_a_malformed_id(queues):
     with pytest.raises(InvalidOption, match="id must be a uuid"):
         boss.get_dependencies("charge", "not-a-uuid")
     assert connection.is_usable()
+
+
+def test_flow_graph_stops_at_its_edge_limit_and_says_so(queues):
+    ids = boss.flow(
+        [FlowJob("r", "charge")] + [FlowJob(f"c{i}", "email", depends_on=["r"]) for i in range(12)]
+    )
+    whole = boss.get_flow("email", ids["c3"])
+    assert len(whole.edges) == 12 and not whole.truncated and len(whole.nodes) == 13
+    part = boss._flows.graph("email", ids["c3"], limit=5)
+    assert part.truncated and len(part.edges) == 5
+    assert all(parent == DependencyRef("charge", ids["r"]) for parent, _child in part.edges)
+    # A chain is walked to its ends from its middle.
+    chain = boss.flow(
+        [FlowJob("a", "charge")]
+        + [FlowJob(f"s{i}", "email", depends_on=[f"s{i - 1}" if i else "a"]) for i in range(6)]
+    )
+    graph = boss.get_flow("email", chain["s2"])
+    assert len(graph.nodes) == 7 and len(graph.edges) == 6 and not graph.truncated

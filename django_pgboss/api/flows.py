@@ -387,28 +387,47 @@ class FlowStore:
         }
 
     def graph(self, name: str, job_id: Any, *, limit: int = GRAPH_EDGE_LIMIT) -> FlowGraph:
-        """The flow job (name, id) belongs to: every job reachable through its edges, both ways."""
-        params = {"name": validate_queue_name(name), "id": uuid_text(job_id, "id"), "limit": limit + 1}
+        """The flow job (name, id) belongs to: every job reachable through its edges, both ways,
+        walked breadth first, at most ``limit`` edges (``truncated`` beyond)."""
+        start = DependencyRef(validate_queue_name(name), uuid_text(job_id, "id"))
         schema = self.context.quoted_schema
+        seen = {start}
+        frontier = [start]
+        found: set[tuple[DependencyRef, DependencyRef]] = set()
+        truncated = False
         with self.context.cursor() as cursor:
-            cursor.execute(flow_plans.flow_graph(schema), params)
-            rows = cursor.fetchall()
-        truncated = len(rows) > limit
-        edges = [
-            (DependencyRef(row[2], str(row[3])), DependencyRef(row[0], str(row[1]))) for row in rows[:limit]
-        ]
-        keys = {DependencyRef(name, str(params["id"]))}
-        for parent, child in edges:
-            keys.update((parent, child))
-        ordered = sorted(keys, key=lambda k: (k.name, k.id))
+            while frontier:
+                cursor.execute(
+                    flow_plans.edges_of(schema),
+                    {
+                        "names": [k.name for k in frontier],
+                        "ids": [k.id for k in frontier],
+                        # Edges read before come back too (they touch the frontier's other end).
+                        "limit": limit + 1,
+                    },
+                )
+                rows = cursor.fetchall()
+                frontier = []
+                for row in rows:
+                    parent, child = DependencyRef(row[2], str(row[3])), DependencyRef(row[0], str(row[1]))
+                    found.add((parent, child))
+                    for end in (parent, child):
+                        if end not in seen:
+                            seen.add(end)
+                            frontier.append(end)
+                if len(found) > limit:
+                    truncated = True
+                    break
+        edges = sorted(found, key=lambda e: (e[0].name, e[0].id, e[1].name, e[1].id))[:limit]
+        ordered = sorted(seen, key=lambda k: (k.name, k.id))
         with self.context.cursor() as cursor:
             cursor.execute(
                 flow_plans.job_states(schema),
                 {"names": [k.name for k in ordered], "ids": [k.id for k in ordered]},
             )
-            found = cursor.fetchall()
-        states = {DependencyRef(row[0], str(row[1])): row[2] for row in found}
-        blocked = frozenset(DependencyRef(row[0], str(row[1])) for row in found if row[3])
+            rows = cursor.fetchall()
+        states = {DependencyRef(row[0], str(row[1])): row[2] for row in rows}
+        blocked = frozenset(DependencyRef(row[0], str(row[1])) for row in rows if row[3])
         return FlowGraph(
             nodes={k: states.get(k) for k in ordered}, edges=edges, truncated=truncated, blocked=blocked
         )
