@@ -9,8 +9,10 @@ Two shapes, each --repeat times, on two queues of job_common (bench_flow_parent,
 1. Fan-out: one parent, --children children (9,999 by default: 10,000 jobs). boss.flow() inserts
    it (timed); the parent is fetched and completed; then monitor passes (Monitor.resolve_flows(),
    the pass pgboss_monitor runs every FLOW_INTERVAL_SECONDS, here without its cadence gate) run
-   until no child is blocked: the number of passes and each one's wall time. Then the children
-   are drained (fetch 100, complete) to show they are all fetchable.
+   until no child is blocked: the number of passes and each one's wall time. Then what the admin
+   reads of it: boss.get_flow() from a child (the flow page; it stops at 2,000 edges) and the
+   root's first 51 children (its job page). Then the children are drained (fetch 100, complete)
+   to show they are all fetchable.
 2. Fan-in: --children parents, one child. The parents are completed (fetch 1,000 at a time), then
    passes run until the child is unblocked: --children completed parents is that many / 1,000
    resolve statements (FLOW_BATCH_SIZE), all inside one pass (at most 100 per pass).
@@ -91,11 +93,20 @@ def fan_out(boss: Boss, monitor: Monitor, children: int) -> dict[str, float]:
         FlowJob(f"c{i}", CHILD, {"n": i}, depends_on=["root"]) for i in range(children)
     ]
     start = time.perf_counter()
-    boss.flow(jobs)
+    ids = boss.flow(jobs)
     insert = time.perf_counter() - start
     (root,) = boss.fetch(PARENT)
     boss.complete(PARENT, root)
     passes, times, resolved = passes_until(lambda: blocked(CHILD) == 0, monitor)
+    # What the admin reads for such a flow: the flow page's graph (from a child, so the walk goes
+    # through the root), and the root's page's first 51 children.
+    start = time.perf_counter()
+    graph = boss.get_flow(CHILD, ids["c5"])
+    graph_seconds = time.perf_counter() - start
+    assert graph.truncated
+    start = time.perf_counter()
+    boss.get_flow_jobs(PARENT, ids["root"], parents=False, limit=51)
+    listed_seconds = time.perf_counter() - start
     start = time.perf_counter()
     drained = drain(boss, CHILD, 100)
     drain_seconds = time.perf_counter() - start
@@ -105,6 +116,8 @@ def fan_out(boss: Boss, monitor: Monitor, children: int) -> dict[str, float]:
         "passes": passes,
         "pass_s": sum(times),
         "resolved": resolved,
+        "get_flow_s": graph_seconds,
+        "children_s": listed_seconds,
         "drain_s": drain_seconds,
     }
 
