@@ -402,3 +402,18 @@ def test_flow_graph_stops_at_its_edge_limit_and_says_so(queues):
     )
     graph = boss.get_flow("email", chain["s2"])
     assert len(graph.nodes) == 7 and len(graph.edges) == 6 and not graph.truncated
+
+
+def test_a_flow_into_notify_and_partitioned_queues(queues):
+    boss.create_queue("loud", notify=True)
+    boss.create_queue("own", partition=True)
+    ids = boss.flow(
+        [FlowJob("a", "loud"), FlowJob("b", "own", depends_on=["a"]), FlowJob("c", "loud", depends_on=["b"])]
+    )
+    assert flow_columns(ids["b"]) == ("created", True, True, 1)
+    run_one("loud")
+    assert boss.resolve_flow(["loud"]) == 1
+    run_one("own")
+    # Resolved from the partitioned queue's own table; its child is in job_common.
+    assert boss.resolve_flow(["own"]) == 1
+    assert flow_columns(ids["c"]) == ("created", False, False, 0)
