@@ -150,10 +150,11 @@ class JobStore:
 
     def fail_reporting(
         self, name: str, jobs: Sequence[Job], output: Any = None, *, terminal: bool = False
-    ) -> tuple[int, list[tuple[str, str, str]]]:
+    ) -> tuple[int, list[tuple[str, str, str]], dict[str, str]]:
         """Fail these attempts (fenced) as fail() does, or with ``terminal`` for good whatever
-        their attempts left; returns how many were failed and the dead-letter copies made, as
-        (source id, dead-letter queue, copy id). The worker's fail, which logs the copies."""
+        their attempts left; returns how many were failed, the dead-letter copies made, as
+        (source id, dead-letter queue, copy id), and the state each failed job went to ('retry'
+        or 'failed'), by id. The worker's fail, which logs the copies and sends job_failed."""
         validate_queue_name(name)
         ids, attempts = attempt_references(list(jobs), "fail")
         if attempts is None:
@@ -170,10 +171,16 @@ class JobStore:
         )
         with context.cursor() as cursor:
             cursor.execute(sql, params)
-            failed, copies = cursor.fetchone()
+            failed, copies, states = cursor.fetchone()
         if isinstance(copies, str):
             copies = json.loads(copies)
-        return failed, [(str(source), str(queue), str(copy)) for source, queue, copy in copies or []]
+        if isinstance(states, str):
+            states = json.loads(states)
+        return (
+            failed,
+            [(str(source), str(queue), str(copy)) for source, queue, copy in copies or []],
+            {str(job_id): str(state) for job_id, state in states or []},
+        )
 
     def retries_waiting(self, name: str) -> tuple[int, Any]:
         """How many jobs of ``name`` wait to retry, and the start_after of the first (or None)."""

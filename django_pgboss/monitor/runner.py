@@ -11,7 +11,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 
-from django_pgboss import arguments
+from django_pgboss import arguments, signals
 from django_pgboss.api.queues import QueueStore
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
@@ -145,7 +145,10 @@ class Monitor:
             else " (no cron)"
         )
         logger.info("monitor started: a pass every %ss%s", self.interval_seconds, cron)
-        run_periodically(passes, self._stop, what="monitor pass", log=logger)
+        run_periodically(passes, self._stop, what="monitor pass", log=logger, on_error=self._survived)
+
+    def _survived(self, exc: BaseException) -> None:
+        signals.send(signals.error_raised, type(self), error=exc, doing="a monitor pass", instance=self)
 
     def stop(self) -> None:
         """Make run() return after the pass in progress (safe from a signal handler or thread)."""

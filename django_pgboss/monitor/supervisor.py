@@ -108,7 +108,7 @@ def _supervise(
                 _maintain(context, table, queues, report)
 
             if _isolated(context, chunk_pass) is not None:
-                _queue_by_queue(context, table, chunk, chunk_pass, report)
+                _queue_by_queue(context, table, chunk, chunk_pass, report, sender)
     _apply_backoff(context, report, sender)
     _retention(context, persist)
 
@@ -142,6 +142,7 @@ def _queue_by_queue(
     chunk: list[str],
     chunk_pass: Callable[..., None],
     report: PassReport,
+    sender: Any = None,
 ) -> None:
     """Run a failed chunk's pass again for each of its queues still in ``table``, alone."""
     tables = {name: current for current, queues in _queue_tables(context, chunk) for name in queues}
@@ -162,6 +163,13 @@ def _queue_by_queue(
                 extra=queue_extra(name),
             )
             report.failed.append((name, str(error)))
+            signals.send(
+                signals.error_raised,
+                sender,
+                error=error,
+                doing=f"the monitor pass of queue {name!r}",
+                instance=None,
+            )
 
 
 def _queue_tables(context: DatabaseContext, names: list[str] | None) -> list[tuple[str, list[str]]]:

@@ -22,8 +22,10 @@ RETRY_DELAY_CEILING = 2**31 - 1
 # What every settle returns: how many jobs it changed.
 _COUNT = "SELECT count(*) FROM results"
 # ... and a fail that reports its dead-letter copies, as [source id, queue, copy id] triples.
+# (and, for the worker's job_failed signal, each failed job's id and the state it went to).
 _REPORT = """SELECT (SELECT count(*) FROM results),
-      (SELECT COALESCE(json_agg(json_build_array(source_id, name, id)), '[]'::json) FROM dead_lettered)"""
+      (SELECT COALESCE(json_agg(json_build_array(source_id, name, id)), '[]'::json) FROM dead_lettered),
+      (SELECT COALESCE(json_agg(json_build_array(id, state)), '[]'::json) FROM results)"""
 
 
 def _fence(fenced: bool) -> str:
@@ -112,7 +114,8 @@ def fail_statement(
     ``terminal`` fails every job for good whatever its attempts left, so it goes to its dead
     letter at once (pg-boss's perJobResults ``deadletter``). With ``report`` the statement
     returns, besides the count, the dead-letter copies it made as a JSON array of
-    [source id, dead-letter queue, copy id] (the worker logs them).
+    [source id, dead-letter queue, copy id] (the worker logs them), and each failed job as
+    [id, state] ('retry', or 'failed' for good: the worker's job_failed signal says which).
 
     A failed job is deleted and re-inserted under the same id, rather than updated, because its
     policy index may refuse it the retry state (a stately key that already has a job waiting to

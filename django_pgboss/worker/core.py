@@ -25,6 +25,7 @@ from django_pgboss.api.boss import Boss
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.observability.instruments import HandlerInstruments
 from django_pgboss.records import Job
+from django_pgboss.worker import events
 from django_pgboss.worker.backoff import backoff_delay, one_line, worth_logging
 from django_pgboss.worker.listener import NotifyListener
 from django_pgboss.worker.registry import Registration
@@ -101,6 +102,13 @@ class QueueState:
         # Handler results handed to the settler but not yet written: the queue is not drained
         # while a failed job may still come back for a retry.
         self.unsettled = 0
+        # pg-boss's wip readings (Worker.snapshot()), as time.time() moments: one attribute write
+        # each, on the path they time.
+        self.last_fetched_at: float | None = None
+        self.last_job_started_at: float | None = None
+        self.last_job_ended_at: float | None = None
+        self.last_error: BaseException | None = None
+        self.last_error_at: float | None = None
 
     def hold(self, job: Job, now: float) -> None:
         """Count ``job`` in flight from ``now``, its claim."""
@@ -185,6 +193,9 @@ class WorkerCore:
     # thread that died can be found and failed.
     _handlers: dict[threading.Thread, QueueState]
     _current: dict[threading.Thread, Unit]
+    # When (time.time()) each handler thread's current unit started, for Worker.snapshot().
+    _current_since: dict[threading.Thread, float]
+    _created_at: float
     _listener: NotifyListener | None
     _claimed_total: int
     # Handler threads left running past their unit's deadline (worker/deadlines.py), and the limit
@@ -226,6 +237,7 @@ class WorkerCore:
             self._stopping.set()
 
     def _database_trouble(self, doing: str, exc: BaseException, failures: int) -> None:
+        events.error(self, exc, doing)
         delay = backoff_delay(exc, failures)
         if worth_logging(failures):
             logger.warning(

@@ -98,6 +98,7 @@ class Deadlines(HandlerThreads):
         seconds, option = state.deadline_seconds(jobs)
         held = [job for job in jobs if state.release(job.id)]
         del self._current[thread]
+        self._current_since.pop(thread, None)
         self._handlers.pop(thread, None)
         self._detached[thread] = Detached(name, jobs, now)
         state.free += 1

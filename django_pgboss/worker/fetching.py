@@ -75,6 +75,7 @@ class FetchLoops(WorkerCore):
                     max_priority=registration.max_priority,
                     ignore_groups=ignore,
                 )
+                state.last_fetched_at = time.time()
                 if jobs:
                     # Only a fetch that claimed jobs gets a span: an idle queue polls every
                     # polling_interval_seconds, and a span per empty poll would bury the rest.
@@ -84,6 +85,7 @@ class FetchLoops(WorkerCore):
                 failures = 0
             except DatabaseError as exc:
                 failures += 1
+                state.last_error, state.last_error_at = exc, time.time()
                 self._database_trouble(f"fetching from {name}", exc, failures)
                 continue
             if not jobs:

@@ -16,7 +16,7 @@ from django.db import connections
 from django_pgboss.observability import tracing
 from django_pgboss.observability.logs import job_extra
 from django_pgboss.records import Job
-from django_pgboss.worker import transactional
+from django_pgboss.worker import events, transactional
 from django_pgboss.worker.core import QueueState, WorkerCore, close_old_connections_quietly, job_ids, logger
 from django_pgboss.worker.outcomes import THREAD_DIED_OUTPUT
 from django_pgboss.worker.results import settle_items
@@ -59,11 +59,12 @@ class HandlerThreads(WorkerCore):
                         if self.instruments is not None:
                             self.instruments.handler_abandoned(detached.name, -1)
                     return
-        except BaseException:
+        except BaseException as exc:
             # _run_handler keeps whatever a handler raises; this is a fault in the loop itself.
             # The thread ends here, and _replace_dead_handlers() fails the jobs it held and starts
             # another in its place.
             logger.exception("handler thread %s of %s died", thread.name, state.registration.queue)
+            events.error(self, exc, f"running handler thread {thread.name} of {state.registration.queue}")
         finally:
             connections.close_all()
 
@@ -79,6 +80,7 @@ class HandlerThreads(WorkerCore):
             del self._handlers[thread]
             with self._lock:
                 unit = self._current.pop(thread, None)
+                self._current_since.pop(thread, None)
                 held = []
                 if unit is not None:
                     name, jobs = unit
@@ -104,6 +106,10 @@ class HandlerThreads(WorkerCore):
         state = self._queues[name]
         registration = state.registration
         settles: list[SettleItem] = []
+        began = time.time()
+        state.last_job_started_at = began
+        self._current_since[threading.current_thread()] = began
+        events.jobs_started(self, name, jobs)
         instruments = self.instruments
         if instruments is not None:
             instruments.handler_started(name)
@@ -123,6 +129,7 @@ class HandlerThreads(WorkerCore):
                             jobs,
                             self.stats,
                             is_late=lambda: thread in self._detached,
+                            committed=lambda pairs, ids: events.jobs_completed(self, name, pairs, ids),
                         )
                         return
                     result = registration.handler(jobs if registration.batch else jobs[0])
@@ -130,6 +137,7 @@ class HandlerThreads(WorkerCore):
                 if instruments is not None:
                     instruments.handler_finished(name, time.perf_counter() - started)
         except BaseException as exc:
+            state.last_error, state.last_error_at = exc, time.time()
             # Every way a handler can end is the job's failure, SystemExit and KeyboardInterrupt
             # included: signals reach only the main thread (which the command's own handlers
             # serve), so in a handler thread these are the handler's own doing, and letting them
@@ -146,12 +154,14 @@ class HandlerThreads(WorkerCore):
         else:
             settles = settle_items(registration, name, jobs, result)
         finally:
+            state.last_job_ended_at = time.time()
             close_old_connections_quietly()
             thread = threading.current_thread()
             with self._lock:
                 late = thread in self._detached
                 if not late:
                     self._current.pop(thread, None)
+                    self._current_since.pop(thread, None)
                     state.free += 1
                     for job in jobs:
                         state.release(job.id)

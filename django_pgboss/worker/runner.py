@@ -23,10 +23,12 @@ Django way.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 
 from django.db import DatabaseError
 
+from django_pgboss import signals
 from django_pgboss.api.boss import Boss
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.arguments import integer
@@ -42,6 +44,7 @@ from django_pgboss.worker.listener import NotifyListener
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.settler import Settler
 from django_pgboss.worker.shutdown import Shutdown
+from django_pgboss.worker.snapshot import WorkerSnapshot, take
 
 __all__ = ["EXIT_ABANDONED_THREADS", "Worker", "WorkerStats", "queue_capacity"]
 
@@ -98,12 +101,15 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
             settled=self._settled,
             trouble=self._database_trouble,
             is_stopping=self._stopping.is_set,
+            worker=self,
         )
         self._settle_queue = self._settler.queue
         self._threads = []
         self._handlers = {}
         self._current = {}
         self._detached = {}
+        self._current_since = {}
+        self._created_at = time.time()
         self._listener = None
         self._claimed_total = 0
 
@@ -142,6 +148,7 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
             ),
         )
         try:
+            signals.send(signals.worker_started, type(self), worker=self, queues=list(self._queues))
             while not self._stopping.is_set():
                 if self.burst and self._all_drained():
                     self._log_burst_end()
@@ -151,7 +158,13 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
                 self._check_abandoned()
         finally:
             self._shutdown()
+            signals.send(signals.worker_stopped, type(self), worker=self, stats=self.stats)
         return self.stats
+
+    def snapshot(self) -> WorkerSnapshot:
+        """What the worker is running now, per queue (pg-boss's ``getWipData()``): a copy, safe
+        to take from any thread; see worker/snapshot.py."""
+        return take(self)
 
     def stop(self, *, graceful: bool = True) -> None:
         """Stop fetching. Running handlers get the grace period unless ``graceful`` is False."""

@@ -23,6 +23,7 @@ from django_pgboss.api.jobs import JobStore
 from django_pgboss.observability import tracing
 from django_pgboss.records import Job
 from django_pgboss.wire import storable_text
+from django_pgboss.worker import events
 from django_pgboss.worker.outcomes import failure_output, is_refusal, unstorable_output
 
 logger = logging.getLogger("django_pgboss.worker")
@@ -59,8 +60,11 @@ class Settler:
         settled: Callable[[str, int], None],
         trouble: Callable[[str, BaseException, int], None],
         is_stopping: Callable[[], bool],
+        worker: Any = None,
     ) -> None:
         self.jobs = jobs
+        #: The Worker whose results these are: the signals' ``worker`` (None sends none).
+        self.worker = worker
         self.stats = stats
         self.labels = labels
         self._settled = settled
@@ -165,6 +169,7 @@ class Settler:
                 )
                 self.fail(name, [job], unstorable_output(self.labels.get(name, name), exc))
                 continue
+            events.jobs_completed(self.worker, name, chunk, set(settled))
             lost = len(chunk) - len(settled)
             if lost:
                 logger.warning(
@@ -190,7 +195,7 @@ class Settler:
         while True:
             try:
                 with tracing.settle_span(name, "fail", jobs):
-                    failed, copies = self.jobs.fail_reporting(name, jobs, output, terminal=terminal)
+                    failed, copies, states = self.jobs.fail_reporting(name, jobs, output, terminal=terminal)
                 break
             except Exception as exc:
                 if is_refusal(exc):
@@ -225,6 +230,7 @@ class Settler:
                 dead_letter,
                 copy,
             )
+        events.jobs_failed(self.worker, name, jobs, output, failure, states, copies)
 
     def requeue(self, name: str, jobs: list[Job], *, started: bool, output: Any) -> None:
         """Put the jobs of a stopping worker back in the queue without charging an attempt

@@ -80,11 +80,13 @@ def run_unit(
     stats: Any,
     *,
     is_late: Callable[[], bool] = lambda: False,
+    committed: Callable[[list[tuple[Job, Any]], list[str]], None] | None = None,
 ) -> list[SettleItem]:
     """The worker's call: run one unit transactionally. Returns nothing to settle when it
     committed (the jobs are completed and counted in ``stats``), else the item that fails its
-    jobs. ``is_late`` says whether the worker already failed the unit at its deadline."""
-    outcome, value = run_in_transaction(store, registration, jobs, is_late=is_late)
+    jobs. ``is_late`` says whether the worker already failed the unit at its deadline;
+    ``committed`` is run_in_transaction's."""
+    outcome, value = run_in_transaction(store, registration, jobs, is_late=is_late, committed=committed)
     if outcome == "completed":
         stats.add(completed=len(value))
         return []
@@ -104,8 +106,12 @@ def run_in_transaction(
     jobs: list[Job],
     *,
     is_late: Callable[[], bool] = lambda: False,
+    committed: Callable[[list[tuple[Job, Any]], list[str]], None] | None = None,
 ) -> tuple[str, Any]:
     """Run the handler over ``jobs`` and complete them, in one transaction.
+
+    ``committed`` is called once the transaction committed, with the (job, output) pairs the
+    completion wrote and the ids it completed (the worker sends job_completed for them).
 
     Returns ``("completed", ids)`` once committed, or ``("failed", reason)`` after the rollback:
     the exception the handler raised, or one saying why the run could not commit. The caller
@@ -130,8 +136,9 @@ def run_in_transaction(
             # As for any batch handler, a batch's return value is stored only when it held one job.
             output = None if registration.batch and len(jobs) > 1 else _encoded(registration, result)
             pending = [job for job in jobs if job.id not in settled_by_handler]
+            pairs = [(job, output) for job in pending]
             try:
-                completed = store.complete_each(name, [(job, output) for job in pending])
+                completed = store.complete_each(name, pairs)
             except DatabaseError as exc:
                 raise _explained(exc, seconds, registration) from exc
             if len(completed) < len(pending):
@@ -149,6 +156,8 @@ def run_in_transaction(
         if isinstance(exc, DatabaseError):
             exc = _explained(exc, seconds, registration)
         return "failed", exc
+    if committed is not None:
+        committed(pairs, completed)
     return "completed", completed
 
 
