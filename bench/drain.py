@@ -124,6 +124,19 @@ def drain_with_batch_worker(fetch_size: int, ready: Any, go: Any) -> None:
     run_worker(fetch_size, ready, go, batch=True)
 
 
+def drain_with_listened_worker(fetch_size: int, ready: Any, go: Any) -> None:
+    """The worker with a no-op receiver on every job signal (--signals): what the signals cost when
+    someone listens, against the plain worker, which has none (their cost when nobody listens)."""
+    from django_pgboss import signals
+
+    def receiver(sender: Any, **kwargs: Any) -> None:
+        pass
+
+    for signal in (signals.job_started, signals.job_completed, signals.job_failed, signals.job_dead_lettered):
+        signal.connect(receiver, weak=False)
+    run_worker(fetch_size, ready, go, batch=False)
+
+
 def run_worker(fetch_size: int, ready: Any, go: Any, *, batch: bool) -> None:
     registration = Registration(
         QUEUE,
@@ -272,6 +285,11 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=4, help="draining processes (default 4)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each scenario (default 3)")
     parser.add_argument("--latency-jobs", type=int, default=200, help="sends for the latency (default 200)")
+    parser.add_argument(
+        "--signals",
+        action="store_true",
+        help="only the worker, with and without a receiver on every job signal (django_pgboss.signals)",
+    )
     args = parser.parse_args()
 
     call_command("migrate", verbosity=0)
@@ -291,6 +309,13 @@ def main() -> None:
         Scenario("worker, batch=True", 50, drain_with_batch_worker),
         Scenario("ceiling", 4, drain_plain),
     ]
+    if args.signals:
+        scenarios = [
+            Scenario("worker", 1, drain_with_worker),
+            Scenario("worker, receivers", 1, drain_with_listened_worker),
+            Scenario("worker", 50, drain_with_worker),
+            Scenario("worker, receivers", 50, drain_with_listened_worker),
+        ]
     seconds: dict[Scenario, list[float]] = {scenario: [] for scenario in scenarios}
     per_job: dict[Scenario, list[float]] = {scenario: [] for scenario in scenarios}
     for repeat in range(args.repeat):
@@ -306,9 +331,11 @@ def main() -> None:
     admin.execute(f"TRUNCATE {TABLE}")
     boss.delete_queue(QUEUE)
 
-    boss.create_queue(NOTIFY_QUEUE, notify=True)
-    latencies = measure_latency(admin, args.latency_jobs)
-    boss.delete_queue(NOTIFY_QUEUE)
+    latencies: list[float] = []
+    if not args.signals:
+        boss.create_queue(NOTIFY_QUEUE, notify=True)
+        latencies = measure_latency(admin, args.latency_jobs)
+        boss.delete_queue(NOTIFY_QUEUE)
 
     facts = server_facts(admin)
     print(f"django_pgboss at {source_revision()}")
@@ -339,6 +366,11 @@ def main() -> None:
             f"| {median_rate[key]:>7,.0f} | {best_rate[key]:>11,.0f} | {statistics.median(per_job[scenario]):>14.2f} |"
         )
     print()
+    if args.signals:
+        for fetch_size in (1, 50):
+            ratio = median_rate[("worker, receivers", fetch_size)] / median_rate[("worker", fetch_size)]
+            print(f"worker with receivers / without, fetch size {fetch_size}: {ratio:.0%} of median")
+        return
     for fetch_size, target in ((1, 0.60), (50, 0.50)):
         ratio = median_rate[("worker", fetch_size)] / median_rate[("ceiling", fetch_size)]
         best_ratio = best_rate[("worker", fetch_size)] / best_rate[("ceiling", fetch_size)]

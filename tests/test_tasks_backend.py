@@ -267,6 +267,14 @@ def test_signals_are_sent_on_enqueue_start_and_finish():
         return receive
 
     receivers = {name: receiver(name) for name in ("enqueued", "started", "finished")}
+    stored = []
+
+    def reads_the_stored_result(sender, task_result, **kwargs):
+        # task_finished comes once the worker has stored the attempt: get_result() agrees with it.
+        with lock:
+            stored.append((task_result.task.name, result_of(task_result).status))
+
+    task_finished.connect(reads_the_stored_result)
     task_enqueued.connect(receivers["enqueued"])
     task_started.connect(receivers["started"])
     task_finished.connect(receivers["finished"])
@@ -279,13 +287,25 @@ def test_signals_are_sent_on_enqueue_start_and_finish():
         task_enqueued.disconnect(receivers["enqueued"])
         task_started.disconnect(receivers["started"])
         task_finished.disconnect(receivers["finished"])
-    assert seen == [
+        task_finished.disconnect(reads_the_stored_result)
+    assert seen[:2] == [
         ("enqueued", PgBossBackend, "add", TaskResultStatus.READY, []),
         ("enqueued", PgBossBackend, "fail_to_dead_letter", TaskResultStatus.READY, []),
-        ("started", PgBossBackend, "add", TaskResultStatus.RUNNING, [WORKER_ID]),
-        ("finished", PgBossBackend, "add", TaskResultStatus.SUCCESSFUL, [WORKER_ID]),
-        ("started", PgBossBackend, "fail_to_dead_letter", TaskResultStatus.RUNNING, [WORKER_ID]),
-        ("finished", PgBossBackend, "fail_to_dead_letter", TaskResultStatus.FAILED, [WORKER_ID]),
+    ]
+    # Each task's finish comes from the worker's settler, after its start; another task may start
+    # in between.
+    for name, status in (
+        ("add", TaskResultStatus.SUCCESSFUL),
+        ("fail_to_dead_letter", TaskResultStatus.FAILED),
+    ):
+        mine = [entry for entry in seen[2:] if entry[2] == name]
+        assert mine == [
+            ("started", PgBossBackend, name, TaskResultStatus.RUNNING, [WORKER_ID]),
+            ("finished", PgBossBackend, name, status, [WORKER_ID]),
+        ]
+    assert sorted(stored) == [
+        ("add", TaskResultStatus.SUCCESSFUL),
+        ("fail_to_dead_letter", TaskResultStatus.FAILED),
     ]
 
 
@@ -299,9 +319,15 @@ def test_a_running_task_reads_as_running_and_a_cancelled_one_as_failed():
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
-        running = wait_for(lambda: (r := result_of(result)).status == TaskResultStatus.RUNNING and r)
+        # Claimed, the job reads as running at once; its worker is recorded as the task starts.
+        running = wait_for(
+            lambda: (
+                (r := result_of(result)).status == TaskResultStatus.RUNNING
+                and r.worker_ids == [WORKER_ID]
+                and r
+            )
+        )
         assert running.attempts == 1
-        assert running.worker_ids == ["unknown"]  # the running attempt's worker is recorded when it ends
         assert running.started_at is not None and running.finished_at is None
     finally:
         tasks.RELEASE.set()
@@ -329,6 +355,50 @@ def test_an_attempt_the_monitor_expired_is_an_error_of_the_result():
     assert done.return_value == 4
     assert done.worker_ids == ["unknown", WORKER_ID]
     assert [e.exception_class_path for e in done.errors] == ["django_pgboss.exceptions.TaskAttemptLost"]
+
+
+def test_an_attempt_the_monitor_expired_keeps_the_history_of_the_attempts_before_it():
+    result = tasks.fail_then_wait_for_release.enqueue()
+    backend = task_backends["default"]
+    backend.ensure_queues()
+    # One slot: while the hung attempt holds it, the worker claims nothing more.
+    registrations = [r.replace(concurrency=1, batch_size=1) for r in backend.registrations()]
+    worker = Worker(registrations, boss=backend.boss)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        running = wait_for(
+            lambda: (r := result_of(result)).attempts == 2 and r.worker_ids == [WORKER_ID, WORKER_ID] and r
+        )
+        assert running.status == TaskResultStatus.RUNNING
+        assert [e.exception_class_path for e in running.errors] == ["builtins.RuntimeError"]
+        # The second attempt hangs; the monitor expires it, which replaces the job's output.
+        rows("UPDATE {s}.job SET started_on = started_on - interval '1 hour' WHERE id = %s", [result.id])
+        assert boss.supervise().expired == 1
+        expired = result_of(result)
+        assert expired.status == TaskResultStatus.READY
+        assert expired.worker_ids == [WORKER_ID, WORKER_ID]
+        assert [e.exception_class_path for e in expired.errors] == [
+            "builtins.RuntimeError",
+            "django_pgboss.exceptions.TaskAttemptLost",
+        ]
+        assert "the first attempt fails" in expired.errors[0].traceback
+        assert "job timed out" in expired.errors[1].traceback
+    finally:
+        tasks.RELEASE.set()
+        # The third attempt runs (and, RELEASE set, returns at once); the hung one's late result
+        # is refused by the attempt fence.
+        wait_for(lambda: result_of(result).status == TaskResultStatus.SUCCESSFUL)
+        worker.stop()
+        thread.join(30)
+        tasks.RELEASE.clear()
+    done = result_of(result)
+    assert done.return_value == "released"
+    assert done.worker_ids == [WORKER_ID] * 3
+    assert [e.exception_class_path for e in done.errors] == [
+        "builtins.RuntimeError",
+        "django_pgboss.exceptions.TaskAttemptLost",
+    ]
 
 
 # -- per-task pg-boss options ------------------------------------------------------------------

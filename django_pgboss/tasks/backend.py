@@ -27,21 +27,21 @@ Settings::
 
 from __future__ import annotations
 
-import datetime as dt
+import logging
 import os
 import socket
-import traceback
+import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.module_loading import import_string
 
-from django_pgboss import exceptions
+from django_pgboss import signals
 from django_pgboss.api.boss import Boss
 from django_pgboss.arguments import job_payload
 from django_pgboss.arguments import queue_name as validate_queue_name
@@ -52,7 +52,6 @@ from django_pgboss.exceptions import (
     JobDataNotSerializable,
     PgBossError,
     QueueNotFound,
-    TaskAttemptLost,
     TaskNotEnqueued,
     TaskNotFound,
 )
@@ -75,15 +74,36 @@ from django_pgboss.tasks.compat import (
     task_finished,
     task_started,
 )
+from django_pgboss.tasks.history import (
+    META_KEY,
+    History,
+    lost_error,
+    padded,
+    return_value,
+    traceback_text,
+)
+from django_pgboss.tasks.task_classes import TASK_JOB_OPTIONS, PgBossTask, UnresolvedTask, unresolved
 from django_pgboss.wire import to_json
 from django_pgboss.worker.registry import Registration, validated
 
+#: PgBossTask, UnresolvedTask and TASK_JOB_OPTIONS live in tasks/task_classes.py; this module
+#: names them too, where they were first documented.
+__all__ = [
+    "STATUSES",
+    "TASK_JOB_OPTIONS",
+    "WORKER_ID",
+    "PgBossBackend",
+    "PgBossTask",
+    "TaskRunner",
+    "UnresolvedTask",
+    "resolve_task",
+    "task_backends_for",
+]
+
+logger = logging.getLogger("django_pgboss.tasks")
+
 #: Who ran an attempt, as TaskResult.worker_ids lists it: this host and process.
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"[:64]
-#: Where a task job's output keeps what Django's result needs beyond the value or the error.
-META_KEY = "django_task"
-#: A worker id for an attempt whose worker is not recorded (still running, or lost).
-UNKNOWN_WORKER = "unknown"
 
 #: Job state -> result status.
 STATUSES = {
@@ -95,94 +115,8 @@ STATUSES = {
     "failed": TaskResultStatus.FAILED,
 }
 
-#: The send() options a task may carry (``@task(retry_limit=5)``, ``.using(singleton_key=...)``).
-TASK_JOB_OPTIONS = (
-    "retry_limit",
-    "retry_delay",
-    "retry_backoff",
-    "retry_delay_max",
-    "expire_in_seconds",
-    "heartbeat_seconds",
-    "retention_seconds",
-    "delete_after_seconds",
-    "dead_letter",
-    "singleton_key",
-    "singleton_seconds",
-    "group_id",
-    "group_tier",
-)
 _OPTION_KEYS = frozenset({"DATABASE", "SCHEMA", "CREATE_QUEUES", "QUEUE_OPTIONS", "WORKER"})
 _WORKER_KEYS = frozenset({"concurrency", "batch_size", "polling_interval_seconds"})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PgBossTask(Task):
-    """A task with pg-boss job options: ``@task(retry_limit=5, dead_letter="failed-tasks")``.
-
-    Each option left None takes the queue's setting. ``using()`` accepts them too, which is the
-    way to set them on Django 6.0, whose ``@task`` passes no extra arguments to the task class.
-    """
-
-    retry_limit: int | None = None
-    retry_delay: int | None = None
-    retry_backoff: bool | None = None
-    retry_delay_max: int | None = None
-    expire_in_seconds: int | None = None
-    heartbeat_seconds: int | None = None
-    retention_seconds: int | None = None
-    delete_after_seconds: int | None = None
-    dead_letter: str | None = None
-    singleton_key: str | None = None
-    singleton_seconds: int | None = None
-    group_id: str | None = None
-    group_tier: str | None = None
-
-    @property
-    def job_options(self) -> dict[str, Any]:
-        """The pg-boss send() options this task sets."""
-        return {name: getattr(self, name) for name in TASK_JOB_OPTIONS if getattr(self, name) is not None}
-
-    def using(
-        self,
-        *,
-        priority: int | None = None,
-        queue_name: str | None = None,
-        run_after: dt.datetime | None = None,
-        backend: str | None = None,
-        **options: Any,
-    ) -> PgBossTask:
-        """A copy with other defaults: Django's four, and any of the job options (None keeps one)."""
-        unknown = sorted(set(options) - set(TASK_JOB_OPTIONS))
-        if unknown:
-            raise TypeError(f"using() got unknown option(s) {', '.join(unknown)}")
-        # Task's own using(), called explicitly: a slotted dataclass cannot use bare super(). It
-        # returns a copy of self, so a PgBossTask.
-        task = cast(
-            "PgBossTask",
-            Task.using(self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend),
-        )
-        changes = {name: value for name, value in options.items() if value is not None}
-        return replace(task, **changes) if changes else task
-
-
-def _unresolved(*args: Any, **kwargs: Any) -> Any:
-    """Stands in for a task function that cannot be imported any more."""
-    raise TaskNotFound("this task's function could not be imported")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UnresolvedTask(PgBossTask):
-    """The task of a result whose module path no longer imports: it names the path, never runs."""
-
-    path: str = ""
-
-    @property
-    def module_path(self) -> str:
-        return self.path
-
-    @property
-    def name(self) -> str:
-        return self.path.rpartition(".")[2]
 
 
 class PgBossBackend(BaseTaskBackend):
@@ -240,6 +174,9 @@ class PgBossBackend(BaseTaskBackend):
         #: The database context of this backend's queues, and the Boss that sends to them.
         self.context = DatabaseContext(using=database, schema=options.get("SCHEMA"))
         self.boss = Boss(context=self.context)
+        # Each attempt's TaskResult between the task's end and the worker's storing of it.
+        self._unstored: dict[tuple[str, int], TaskResult] = {}
+        self._finishing_lock = threading.Lock()
         self.registrations()  # checks the WORKER options now rather than when a worker starts
 
     # -- enqueueing ----------------------------------------------------------------------------
@@ -359,7 +296,7 @@ class PgBossBackend(BaseTaskBackend):
 
     def _result(self, job: Job) -> TaskResult:
         status = STATUSES[job.state or "created"]
-        history = _History.of(job)
+        history = History.of(job)
         # retry_count counts the claims after the first, so a job that started has run that many
         # attempts plus one (the current one, when it is active).
         attempts = job.retry_count + 1 if job.started_on is not None else 0
@@ -378,10 +315,10 @@ class PgBossBackend(BaseTaskBackend):
             kwargs=job.data["kwargs"],
             backend=self.alias,
             errors=[TaskError(**error) for error in history.errors],
-            worker_ids=_padded(history.worker_ids, attempts),
+            worker_ids=padded(history.worker_ids, attempts),
         )
         if status == TaskResultStatus.SUCCESSFUL:
-            object.__setattr__(result, "_return_value", _return_value(job.output))
+            object.__setattr__(result, "_return_value", return_value(job.output))
         return result
 
     def _task_of(self, job: Job) -> Task:
@@ -396,7 +333,7 @@ class PgBossBackend(BaseTaskBackend):
                 priority = 0
             # Every field is given: Django 6.0's Task has no defaults for them.
             return UnresolvedTask(
-                func=_unresolved,
+                func=unresolved,
                 path=path,
                 backend=self.alias,
                 queue_name=job.name,
@@ -440,9 +377,12 @@ class PgBossBackend(BaseTaskBackend):
         task = self._task_of(job)
         if isinstance(task, UnresolvedTask):
             resolve_task(job.data["task"])  # raises TaskNotFound with the reason
-        history = _History.of(job)
+        history = History.of(job)
         errors = history.errors
-        worker_ids = [*_padded(history.worker_ids, job.retry_count), WORKER_ID]
+        worker_ids = [*padded(history.worker_ids, job.retry_count), WORKER_ID]
+        # Recorded before the task runs, so a running attempt reads as this worker's, and kept
+        # whatever ends the attempt (see plans/tasks.py's record_attempt).
+        self._record_attempt(job, worker_ids, errors, ended=False)
         result: TaskResult[Any, Any] = TaskResult(
             task=task,
             id=job.id,
@@ -468,10 +408,17 @@ class PgBossBackend(BaseTaskBackend):
             to_json(value, f"the return value of task {task.module_path}")
         except Exception as exc:
             path = f"{type(exc).__module__}.{type(exc).__qualname__}"
-            result.errors.append(TaskError(exception_class_path=path, traceback=_traceback(exc)))
+            error = {"exception_class_path": path, "traceback": traceback_text(exc)}
+            result.errors.append(TaskError(**error))
             object.__setattr__(result, "status", TaskResultStatus.FAILED)
             object.__setattr__(result, "finished_at", timezone.now())
-            task_finished.send(type(self), task_result=result)
+            try:
+                self._record_attempt(job, worker_ids, [*errors, error], ended=True)
+            except DatabaseError:
+                # The task's own error is what the job must keep; the monitor's expiry of a later
+                # attempt could then cost this one's error, nothing more.
+                logger.warning("could not record the failed attempt of task job %s", job.id, exc_info=True)
+            self._finishing(job, result)
             # The worker stores the exception's attributes with its name, message and traceback:
             # this one carries the class path and the attempt history into the job's output.
             exc.__dict__[META_KEY] = {**meta, "exception_class_path": path}
@@ -479,8 +426,58 @@ class PgBossBackend(BaseTaskBackend):
         object.__setattr__(result, "_return_value", value)
         object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
         object.__setattr__(result, "finished_at", timezone.now())
-        task_finished.send(type(self), task_result=result)
+        self._finishing(job, result)
         return {"return_value": value, META_KEY: meta}
+
+    def _record_attempt(
+        self, job: Job, worker_ids: list[str], errors: list[dict[str, str]], *, ended: bool
+    ) -> None:
+        history = {
+            "job": job.id,
+            "attempt": job.retry_count,
+            "worker_ids": worker_ids,
+            "errors": errors,
+            "ended": ended,
+        }
+        context = self.context
+        with context.cursor() as cursor:
+            cursor.execute(
+                task_plans.record_attempt(context.quoted_schema, context.route(job.name).table),
+                {
+                    "name": job.name,
+                    "id": job.id,
+                    "attempt": job.retry_count,
+                    "history": to_json(history, "history"),
+                },
+            )
+
+    def _finishing(self, job: Job, result: TaskResult) -> None:
+        """Keep the attempt's result until the worker has stored it: task_finished is sent then
+        (signals.job_completed / job_failed, see TaskRunner), so a receiver that reads the result
+        finds it finished."""
+        with self._finishing_lock:
+            self._unstored[(job.id, job.retry_count)] = result
+
+    def _stored(self, job: Job, *, failed: bool, output: Any) -> None:
+        """The worker stored an attempt's end: send its task_finished."""
+        with self._finishing_lock:
+            result = self._unstored.pop((job.id, job.retry_count), None)
+        if result is None:
+            return
+        if failed and result.status == TaskResultStatus.SUCCESSFUL:
+            # The task returned, but the worker failed the job anyway (an output the database
+            # would not store): the result is that failure.
+            error = lost_error(output if isinstance(output, Mapping) else {})
+            result.errors.append(TaskError(**error))
+            object.__setattr__(result, "status", TaskResultStatus.FAILED)
+            object.__setattr__(result, "_return_value", None)
+        task_finished.send(type(self), task_result=result)
+
+    def _forget_unstored(self) -> None:
+        """A worker stopped: results it never stored (an attempt its stop interrupted, or one whose
+        claim was lost) will not be, and send no task_finished."""
+        with self._finishing_lock:
+            self._unstored.clear()
 
 
 class TaskRunner:
@@ -491,6 +488,27 @@ class TaskRunner:
         # Registration.label reads these, for the worker's log lines and registration conflicts.
         self.__qualname__ = f"{type(backend).__name__}[{backend.alias!r}]"
         self.__module__ = type(backend).__module__
+        # task_finished is sent once the worker stored the attempt's end. Weak receivers: they go
+        # when the runner does (with the worker's registrations).
+        signals.job_completed.connect(self._completed)
+        signals.job_failed.connect(self._failed)
+        signals.worker_stopped.connect(self._stopped)
+
+    def _mine(self, worker: Any, queue: str) -> bool:
+        registration = next((r for r in getattr(worker, "registrations", ()) if r.queue == queue), None)
+        return registration is not None and registration.handler is self
+
+    def _completed(self, sender: Any, worker: Any, queue: str, job: Job, output: Any, **kwargs: Any) -> None:
+        if self._mine(worker, queue):
+            self.backend._stored(job, failed=False, output=output)
+
+    def _failed(self, sender: Any, worker: Any, queue: str, job: Job, output: Any, **kwargs: Any) -> None:
+        if self._mine(worker, queue):
+            self.backend._stored(job, failed=True, output=output)
+
+    def _stopped(self, sender: Any, worker: Any, **kwargs: Any) -> None:
+        if any(r.handler is self for r in getattr(worker, "registrations", ())):
+            self.backend._forget_unstored()
 
     def __call__(self, job: Job) -> dict[str, Any]:
         return self.backend.run_job(job)
@@ -521,76 +539,6 @@ def _is_task_data(data: Any) -> bool:
         and isinstance(data.get("args"), list)
         and isinstance(data.get("kwargs"), Mapping)
     )
-
-
-def _traceback(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(exc))
-
-
-def _return_value(output: Any) -> Any:
-    if isinstance(output, Mapping):
-        if META_KEY in output or "return_value" in output:
-            return output.get("return_value")
-        # Completed by other means (boss.complete(), pg-boss itself): its output is the value.
-        if set(output) == {"value"}:
-            return output["value"]
-    return output
-
-
-@dataclass(frozen=True)
-class _History:
-    """The errors and worker ids of a job's finished attempts, as its output records them.
-
-    The output is written by the last attempt that ended; it carries the history of the attempts
-    before it under META_KEY. An output without that key is an attempt ended by something else
-    (the monitor's expiry, a worker's shutdown): it counts as one error, TaskAttemptLost (or the
-    django_pgboss error it names), and any history before it is gone.
-    """
-
-    errors: list[dict[str, str]]
-    worker_ids: list[str]
-
-    @classmethod
-    def of(cls, job: Job) -> _History:
-        output = job.output if isinstance(job.output, Mapping) else None
-        meta = output.get(META_KEY) if output is not None else None
-        if output is not None and isinstance(meta, Mapping):
-            errors = [e for e in meta.get("errors", []) if _is_error(e)]
-            if "exception_class_path" in meta:
-                errors.append(
-                    {
-                        "exception_class_path": str(meta["exception_class_path"]),
-                        "traceback": str(output.get("traceback", "")),
-                    }
-                )
-            return cls(errors, [str(w) for w in meta.get("worker_ids", [])])
-        if output is None or job.started_on is None or job.state == "completed":
-            return cls([], [])
-        return cls([_lost_error(output)], [])
-
-
-def _padded(worker_ids: list[str], attempts: int) -> list[str]:
-    """One worker id per attempt: the recorded ones, then UNKNOWN_WORKER for those not recorded."""
-    return (worker_ids + [UNKNOWN_WORKER] * attempts)[:attempts]
-
-
-def _is_error(value: Any) -> bool:
-    return isinstance(value, Mapping) and set(value) == {"exception_class_path", "traceback"}
-
-
-def _lost_error(output: Mapping[str, Any]) -> dict[str, str]:
-    """An attempt the task did not end itself, as an error: the class named, when we have it."""
-    name = output.get("name")
-    value = output.get("value")
-    message = output.get("message") or (value.get("message") if isinstance(value, Mapping) else None)
-    cls = getattr(exceptions, name, None) if isinstance(name, str) else None
-    path = (
-        f"{cls.__module__}.{cls.__qualname__}"
-        if isinstance(cls, type) and issubclass(cls, BaseException)
-        else f"{TaskAttemptLost.__module__}.{TaskAttemptLost.__qualname__}"
-    )
-    text = output.get("traceback") or f"{name or 'TaskAttemptLost'}: {message or 'the attempt was lost'}"
-    return {"exception_class_path": path, "traceback": str(text)}
 
 
 def task_backends_for(boss: Boss | DatabaseContext | None = None) -> list[PgBossBackend]:

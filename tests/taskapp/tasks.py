@@ -100,3 +100,12 @@ RELEASE = threading.Event()
 def wait_for_release():
     RELEASE.wait(30)
     return "released"
+
+
+@task(takes_context=True)
+def fail_then_wait_for_release(context):
+    """Fails its first attempt, then waits like wait_for_release() (for the monitor to expire it)."""
+    if context.attempt == 1:
+        raise RuntimeError("the first attempt fails")
+    RELEASE.wait(30)
+    return "released"
