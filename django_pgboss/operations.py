@@ -104,6 +104,10 @@ class RunPgBossSQL(Operation):
 #: the file of schema 43's functions applied before them (see sql/upgrade/functions_43.sql).
 UPGRADE_STEPS = {version: f"upgrade/v{version}_to_v{version + 1}.sql" for version in range(25, 43)}
 UPGRADE_FUNCTIONS = "upgrade/functions_43.sql"
+#: The frozen steps that roll a schema back one version, by the version each starts from, with the
+#: effect of pg-boss's rollback of that version (``pg-boss rollback``); manage.py pgboss_rollback
+#: runs them. pg-boss has a rollback for every version from 26 up; ours start at the newest.
+ROLLBACK_STEPS = {43: "rollback/v43_to_v42.sql"}
 
 
 # Where migrate writes its progress, and at what verbosity: pre_migrate hands both to its

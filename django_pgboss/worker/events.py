@@ -33,6 +33,7 @@ def jobs_completed(
     if worker is None or not signals.has_receivers(signals.job_completed):
         return
     sender = type(worker)
+    settled = set(settled)
     for job, output in results:
         if job.id in settled:
             signals.send(

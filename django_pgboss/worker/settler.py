@@ -169,7 +169,7 @@ class Settler:
                 )
                 self.fail(name, [job], unstorable_output(self.labels.get(name, name), exc))
                 continue
-            events.jobs_completed(self.worker, name, chunk, set(settled))
+            events.jobs_completed(self.worker, name, chunk, settled)
             lost = len(chunk) - len(settled)
             if lost:
                 logger.warning(
