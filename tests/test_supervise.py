@@ -105,3 +105,46 @@ def test_complete_each_settles_a_batch_with_outputs_and_fences_each_job():
     assert job_row(second.id, "output") == ({"value": [2]},)
     assert job_row(third.id, "state", "output") == ("active", None)
     assert JobStore(boss.context).complete_each("q", [(third_again, None)]) == [third.id]
+
+
+def sweeps_run(*args) -> list[str]:
+    """The expiry and heartbeat sweeps one pass ran (their SQL), seen through an execute wrapper."""
+    from django.db import connection
+
+    seen: list[str] = []
+
+    def watch(execute, sql, params, many, context):
+        if "started_on + expire_seconds" in sql or "heartbeat_on + heartbeat_seconds" in sql:
+            seen.append(sql)
+        return execute(sql, params, many, context)
+
+    elapse()
+    with connection.execute_wrapper(watch):
+        boss.supervise(*args)
+    return seen
+
+
+def test_the_sweeps_skip_queues_the_count_found_no_active_job_in():
+    # Reading every row of the job table for jobs that cannot be there was most of a pass's cost.
+    boss.create_queue("idle", expire_in_seconds=60)
+    boss.create_queue("busy", expire_in_seconds=60, heartbeat_seconds=10)
+    boss.send("idle")
+    boss.send("busy")
+    assert sweeps_run() == []
+    (job,) = boss.fetch("busy")
+    swept = sweeps_run()
+    assert len(swept) == 2  # expiry and heartbeat, for the one queue with an active job
+    age(job.id, "started_on", 61)
+    assert counts(elapsed_supervise()) == (1, 0)
+    assert job_row(job.id, "state") == ("retry",)
+
+
+def test_the_sweeps_run_when_the_backoff_holds_the_count_off():
+    # Without a fresh count the pass cannot know which queues hold active jobs, so it sweeps all.
+    boss.create_queue("q", expire_in_seconds=60)
+    boss.send("q")
+    (job,) = boss.fetch("q")
+    age(job.id, "started_on", 61)
+    rows("UPDATE {s}.version SET monitor_backoff_on = {s}.job_now() + interval '10 minutes'")
+    assert len(sweeps_run()) == 2
+    assert job_row(job.id, "state") == ("retry",)

@@ -8,8 +8,10 @@ One pass, for every job table and every chunk of up to 100 of its queues:
    throughput window; snapshot the result into queue_stats; true-up recent snapshots for queues
    whose recount shows late commits; warn about backlogs;
 3. fail the claimed queues' jobs past their expiry or their heartbeat (also while the vacuum
-   backoff holds the count off: those are narrow updates that pin nothing). Only claimed queues:
-   each sweep reads the queues' rows, and running it on every pass for every queue made the
+   backoff holds the count off: those are narrow updates that pin nothing). Only claimed queues,
+   and of those only the ones the count just found a job active in (all of them when this pass
+   did not count them): each sweep reads every row of the queues it names, since no index of
+   schema 43 holds only active jobs, and running it on every pass for every queue made the
    sweeps most of a pass's cost (bench/README.md, "Supervise");
 4. claim the queues whose retention is due (maintain_on), delete their old jobs, then the flow
    edges (job_dependency) whose child or parent job is gone.
@@ -102,9 +104,15 @@ def _supervise(
             chunk = table_queues[start : start + CHUNK_SIZE]
 
             def chunk_pass(queues: list[str] = chunk, table: str = table) -> None:
-                claimed = _count(context, table, queues, persist, interval, report, sender)
-                if claimed:
-                    _fail_silent(context, table, claimed, report)
+                claimed, active = _count(context, table, queues, persist, interval, report, sender)
+                # Only the claimed queues the count just found a job active in: the sweeps read
+                # every row of the named queues (no index of schema 43 has state = 'active' as
+                # its predicate), so with no job active they are skipped. A job that became
+                # active after the count is swept at the queue's next pass, which is when the
+                # sweep would next have run for it anyway.
+                swept = claimed if active is None else active
+                if swept:
+                    _fail_silent(context, table, swept, report)
                 _maintain(context, table, queues, report)
 
             if _isolated(context, chunk_pass) is not None:
@@ -191,8 +199,13 @@ def _count(
     interval: float,
     report: PassReport,
     sender: Any,
-) -> list[str]:
-    """Claim the due queues of a chunk and count them; returns the claimed names."""
+) -> tuple[list[str], list[str] | None]:
+    """Claim the due queues of a chunk and count them.
+
+    Returns the claimed names, and those of them the count found a job active in; None instead
+    when they were not counted here (the vacuum backoff held the aggregate off, or another monitor
+    held the stats lock), so the caller cannot know and sweeps them all.
+    """
     schema = context.quoted_schema
     with context.cursor() as cursor:
         cursor.execute(
@@ -203,7 +216,7 @@ def _count(
     queues = [row[0] for row in claimed]
     if not claimed or not claimed[0][1]:
         # Nothing due, or the vacuum backoff holds the aggregate off (the sweeps still run).
-        return queues
+        return queues, None
     params = {
         "names": queues,
         "lock_key": context.lock_key("queue-stats"),
@@ -213,7 +226,7 @@ def _count(
         cursor.execute(stats_plans.cache_queue_stats(schema, table, throughput=persist), params)
         rows = cursor.fetchall()
     if not rows:
-        return queues  # another monitor held the stats lock and is counting these queues
+        return queues, None  # another monitor held the stats lock and is counting these queues
     report.counted += [row[0] for row in rows]
     report.stats_seconds += max(row[4] for row in rows)
     if persist:
@@ -243,7 +256,7 @@ def _count(
                 {"name": name, "queuedCount": queued, "warningQueueSize": threshold},
                 sender=sender,
             )
-    return queues
+    return queues, [row[0] for row in rows if row[5]]
 
 
 def _fail_silent(context: DatabaseContext, table: str, queues: list[str], report: PassReport) -> None:

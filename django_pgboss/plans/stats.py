@@ -221,7 +221,7 @@ def cache_queue_stats(schema: str, table: str, *, throughput: bool, history: boo
     LEFT JOIN stats ON stats.name = q.name
     WHERE queue.name = q.name AND (SELECT got FROM lock)
     RETURNING queue.name, queue.queued_count, queue.warning_queued, {true_up_out},
-      extract(epoch FROM (clock_timestamp() - transaction_timestamp()))::float8
+      extract(epoch FROM (clock_timestamp() - transaction_timestamp()))::float8, queue.active_count
     """
 
 
