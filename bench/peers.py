@@ -340,6 +340,9 @@ def load_average() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs per run (default 20000)")
+    parser.add_argument(
+        "--send-jobs", type=int, help="jobs per run of the send workload (default --jobs; one commit each)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="rounds, the order rotated (default 3)")
     parser.add_argument("--only", action="append", choices=list(WORKLOADS), help="run only this workload")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of the systems")
@@ -365,12 +368,13 @@ def main() -> None:
         for workload in workloads:
             this_round: dict[str, float] = {}
             for system in order:
-                elapsed = run(admin, workload, system, args.jobs)
+                jobs = args.send_jobs or args.jobs if workload == "send" else args.jobs
+                elapsed = run(admin, workload, system, jobs)
                 this_round[system] = elapsed
                 seconds.setdefault((workload, system), []).append(elapsed)
                 print(
                     f"  round {round_index + 1}/{args.rounds} {workload:<8} {system:<13} "
-                    f"{args.jobs / elapsed:>8,.0f} jobs/s  (load {load_average()})",
+                    f"{jobs / elapsed:>8,.0f} jobs/s  (load {load_average()})",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -390,7 +394,8 @@ def main() -> None:
     )
     print(
         f"Python {platform.python_version()}, Django {django.get_version()}, psycopg {psycopg.__version__} "
-        f"({psycopg.pq.__impl__}); {os.cpu_count()} CPUs, {memory_total()}; {args.jobs} jobs a run, "
+        f"({psycopg.pq.__impl__}); {os.cpu_count()} CPUs, {memory_total()}; {args.jobs} jobs a run "
+        f"({args.send_jobs or args.jobs} for send), "
         f"{args.rounds} rounds; load average (1/5/15 min) at the start and after each round: {' | '.join(loads)}"
     )
     print()
@@ -400,7 +405,8 @@ def main() -> None:
     print("|---|" + "--:|" * (len(systems) * 2 - 1) + "--:|")
     for workload in workloads:
         label, goal = WORKLOADS[workload]
-        rates = [f"{args.jobs / statistics.median(seconds[(workload, s)]):,.0f}" for s in systems]
+        jobs = args.send_jobs or args.jobs if workload == "send" else args.jobs
+        rates = [f"{jobs / statistics.median(seconds[(workload, s)]):,.0f}" for s in systems]
         shares = []
         for system in systems:
             if system == "ceiling":
