@@ -264,14 +264,15 @@ def node_binary() -> str:
     return found
 
 
-def node(*args: str) -> dict:
+def node(*args: str, queue: str = QUEUE) -> dict:
+    """Run bench/node/peers.mjs with pg-boss 12.35.0; returns the JSON object it prints."""
     node_dir = os.environ.get("PGBOSS_NODE_DIR", str(REPO_ROOT / ".venvs" / "node"))
     if not (Path(node_dir) / "node_modules" / "pg-boss").is_dir():
         raise SystemExit(
             f"pg-boss is not installed in {node_dir} (run scripts/test.sh once, or set PGBOSS_NODE_DIR)"
         )
     done = subprocess.run(
-        [node_binary(), str(NODE_SCRIPT), args[0], database_url(), SCHEMA, QUEUE, *args[1:]],
+        [node_binary(), str(NODE_SCRIPT), args[0], database_url(), SCHEMA, queue, *args[1:]],
         env={**os.environ, "PGBOSS_NODE_DIR": node_dir},
         capture_output=True,
         text=True,

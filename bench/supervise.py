@@ -54,6 +54,7 @@ from django.db import connection, transaction  # noqa: E402
 
 from bench.drain import CLAIM_SQL, COMPLETE_SQL  # noqa: E402
 from bench.enqueue import SCHEMA, TABLE, memory_total, raw_connection, server_facts, source_revision  # noqa: E402
+from bench.peers import node, node_version  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.conf import pgboss_settings  # noqa: E402
 from django_pgboss.db.identifiers import schema_key  # noqa: E402
@@ -139,6 +140,62 @@ def load(admin: psycopg.Connection, boss: Boss, jobs: int) -> float:
 def reset_claims(admin: psycopg.Connection) -> None:
     for sql in RESET_SQL:
         admin.execute(sql)
+
+
+def pass_in_child(results: Any) -> None:
+    """One pass in a fresh process; reports its seconds and the process's RSS before and at peak."""
+    import resource
+
+    boss = Boss()
+    boss.get_queue(QUEUES[0])  # connected, and Django's and Boss's imports paid, before the pass
+    before = rss_bytes()
+    seconds, report = timed_pass(boss)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    results.put((seconds, before, peak, describe(report)))
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def ours_against_pgboss(admin: psycopg.Connection, label: str, rounds: int = 3) -> None:
+    """Our pass and pg-boss 12.35.0's supervise() alternately, each after clearing the claims.
+
+    Ours runs in a fresh process so its resident size is the monitor's; pg-boss's in Node
+    (bench/node/peers.mjs), timed around the call. Both count every queue (persistQueueStats on).
+    """
+    ctx = multiprocessing.get_context("spawn")
+    ours: list[float] = []
+    theirs: list[float] = []
+    for round_ in range(rounds):
+        for side in ("ours", "pg-boss") if round_ % 2 == 0 else ("pg-boss", "ours"):
+            reset_claims(admin)
+            if side == "ours":
+                results = ctx.Queue()
+                child = ctx.Process(target=pass_in_child, args=(results,))
+                child.start()
+                seconds, before, peak, what = results.get(timeout=600)
+                child.join(timeout=60)
+                ours.append(seconds)
+                print(
+                    f"  {label}: ours {seconds:.2f} s, RSS {before / 2**20:.0f} MiB before the pass, "
+                    f"peak {peak / 2**20:.0f} MiB ({what})",
+                    file=sys.stderr,
+                )
+            else:
+                outcome = node("supervise", queue="-")
+                theirs.append(outcome["seconds"])
+                print(
+                    f"  {label}: pg-boss {outcome['seconds']:.2f} s, peak RSS {outcome['maxRssBytes'] / 2**20:.0f} MiB",
+                    file=sys.stderr,
+                )
+    print(
+        f"{label}: django_pgboss pass median {statistics.median(ours):.2f} s "
+        f"({', '.join(f'{x:.2f}' for x in ours)}); pg-boss 12.35.0 supervise() median "
+        f"{statistics.median(theirs):.2f} s ({', '.join(f'{x:.2f}' for x in theirs)}); "
+        f"ratio {statistics.median(ours) / statistics.median(theirs):.2f}"
+    )
 
 
 def timed_pass(boss: Boss) -> tuple[float, Any]:
@@ -285,10 +342,25 @@ def explain_hot_statements(admin: psycopg.Connection) -> None:
             transaction.set_rollback(True)
 
 
+def explain_sweeps(admin: psycopg.Connection) -> None:
+    """EXPLAIN of the expiry sweep over the 90 standard queues with no job active: what a pass that
+    ran it (pg-boss's, or ours before the count told it no job was active) pays for nothing."""
+    chunk = sorted(set(QUEUES) - PARTITIONED)[:CHUNK_SIZE]
+    sql = maintenance_plans.fail_expired_jobs(SCHEMA, "job_common")
+    print(f"\n-- fail_expired_jobs, job_common, {len(chunk)} queues, no job active")
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "EXPLAIN (ANALYZE, BUFFERS) " + sql, {"output": to_json(EXPIRED_OUTPUT, "output"), "names": chunk}
+        )
+        for (line,) in cursor.fetchall():
+            print(NAME_ARRAY.sub(f"'{{<{len(chunk)} names>}}'", line))
+        transaction.set_rollback(True)
+
+
 # -- running and reporting ------------------------------------------------------------------------
 
 
-def run_size(admin: psycopg.Connection, boss: Boss, jobs: int, window: float) -> None:
+def run_size(admin: psycopg.Connection, boss: Boss, jobs: int, window: float, skip_worker: bool) -> None:
     filled = load(admin, boss, jobs)
     table_rows = admin.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]
     print(f"\n## {jobs:,} jobs in 100 queues (10 partitioned); job_common holds {table_rows:,} rows")
@@ -310,6 +382,16 @@ def run_size(admin: psycopg.Connection, boss: Boss, jobs: int, window: float) ->
         f"(min {min(seconds):.2f}, max {max(seconds):.2f}) of {SECOND_PASSES}"
     )
 
+    ours_against_pgboss(admin, f"{jobs:,} jobs, 10% active")
+    # With no job active the sweeps have nothing to find: ours skips them (the count says so),
+    # pg-boss's read every row of each chunk for nothing.
+    admin.execute(f"UPDATE {SCHEMA}.job SET state = 'completed', completed_on = now() WHERE state = 'active'")
+    admin.execute(f"VACUUM ANALYZE {SCHEMA}.job")
+    ours_against_pgboss(admin, f"{jobs:,} jobs, none active")
+    explain_sweeps(admin)
+
+    if skip_worker:
+        return
     boss.create_queue(WORKER_QUEUE)
     for round_ in range(2):
         alone, alone_s, _ = worker_window(admin, window, with_supervise=False)
@@ -333,13 +415,16 @@ def main() -> None:
         help="jobs in total over the 100 queues (repeatable; default both 100000 and 1000000)",
     )
     parser.add_argument("--window", type=float, default=5.0, help="seconds per worker window (default 5)")
+    parser.add_argument(
+        "--skip-worker", action="store_true", help="leave out the worker slowdown windows and the EXPLAINs"
+    )
     args = parser.parse_args()
 
     call_command("migrate", verbosity=0)
     admin = raw_connection()
     boss = Boss()
     facts = server_facts(admin)
-    print(f"django_pgboss at {source_revision()}")
+    print(f"django_pgboss at {source_revision()}; pg-boss 12.35.0 (Node {node_version()})")
     print(
         f"PostgreSQL {facts['server_version']} on 127.0.0.1 (TCP); fsync={facts['fsync']} "
         f"synchronous_commit={facts['synchronous_commit']} shared_buffers={facts['shared_buffers']}"
@@ -351,7 +436,7 @@ def main() -> None:
     )
     try:
         for jobs in args.jobs or [100_000, 1_000_000]:
-            run_size(admin, boss, jobs, args.window)
+            run_size(admin, boss, jobs, args.window, args.skip_worker)
     finally:
         delete_bench_queues(boss)
 

@@ -9,6 +9,9 @@
 //       boss.work(queue, options, no-op) until <jobs> jobs of the queue are completed; the parent
 //       reads the drain's time from the rows (first started_on to last completed_on); {seconds}
 //       is the wall time from work() to the last completion seen, for reference only.
+//   node peers.mjs supervise <connection string> <schema> -
+//       one boss.supervise() pass over every queue (persistQueueStats on, as django_pgboss's
+//       default PERSIST_QUEUE_STATS); {seconds} around the call, and the process's peak RSS.
 //
 // The clock starts after boss.start() (its pool connected, the schema checked), as the Python
 // side's starts after Django is set up: neither process's start-up is the workload.
@@ -32,7 +35,8 @@ const boss = new PgBoss({
   // second (its minimum) so a worker sees the backlog the monitor counted before the drain.
   queueCacheIntervalSeconds: 1,
   // One connection per concurrent worker plus one for the completions and the cache refresh.
-  max: 10
+  max: 10,
+  persistQueueStats: true
 })
 boss.on('error', (err) => { console.error(err); process.exitCode = 1 })
 await boss.start()
@@ -81,6 +85,11 @@ try {
     }
     result.seconds = now() - started
     result.handled = done
+  } else if (command === 'supervise') {
+    const started = now()
+    await boss.supervise()
+    result.seconds = now() - started
+    result.maxRssBytes = process.resourceUsage().maxRSS * 1024
   } else {
     throw new Error(`unknown command ${command}`)
   }
