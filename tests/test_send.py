@@ -327,6 +327,36 @@ def test_insert_validates_every_job_before_writing(queue):
     assert count_jobs() == 0
 
 
+def test_insert_of_data_only_jobs_writes_what_job_by_job_encoding_writes(queue):
+    # A list of nothing but {"data": ...} is encoded in one call; a priority forces the per-job
+    # path. Both must store the same data, in the list's order.
+    values = [{"i": 1}, None, "é ✓", [1, 2.5, {"deep": [[[True]]]}], decimal.Decimal("1.10"), 0, ""]
+    fast = boss.insert(queue, [{"data": v} for v in values] + [{}], return_ids=True)
+    slow = boss.insert(
+        queue, [{"data": v, "priority": 0} for v in values] + [{"priority": 0}], return_ids=True
+    )
+    stored = dict(rows("SELECT id::text, data FROM {s}.job"))
+    assert [stored[i] for i in fast] == [stored[i] for i in slow]
+    expected = [{"i": 1}, None, "é ✓", [1, 2.5, {"deep": [[[True]]]}], "1.10", 0, "", None]
+    assert [boss.get_job_by_id(queue, i).data for i in fast + slow] == expected + expected
+
+
+def test_insert_of_data_only_jobs_refuses_what_job_by_job_refuses(queue):
+    # The batch's check failing sends the list down the per-job path, which names the reason.
+    nested: object = 1
+    for _ in range(499):
+        nested = [nested]
+    boss.insert(queue, [{"data": 1}, {"data": nested}])  # 499 levels: within the limit
+    assert count_jobs(queue) == 2
+    for bad, reason in (("a\x00b", "NUL"), ("\ud800", "surrogate"), (1e308, "float"), (float("nan"), "JSON")):
+        with pytest.raises(JobDataNotSerializable, match=reason):
+            boss.insert(queue, [{"data": 1}, {"data": {"x": bad}}])
+    nested = [nested]
+    with pytest.raises(JobDataNotSerializable, match="nested deeper"):
+        boss.insert(queue, [{"data": 1}, {"data": [nested]}])
+    assert count_jobs(queue) == 2
+
+
 def test_insert_takes_each_job_option(queue):
     (job_id,) = boss.insert(
         queue,

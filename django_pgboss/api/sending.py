@@ -21,7 +21,7 @@ from django_pgboss.db.identifiers import schema_key
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
 from django_pgboss.observability import tracing
 from django_pgboss.plans import jobs as job_plans
-from django_pgboss.wire import encode_jobs, single_job_params
+from django_pgboss.wire import encode_data_jobs, encode_jobs, single_job_params
 
 #: SQLSTATEs that mean a cached queue table is out of date: the table is gone (undefined_table), or
 #: job_common refused a row whose queue now has a partition of its own (check_violation).
@@ -91,9 +91,10 @@ class JobSender:
         validate_queue_name(name)
         if isinstance(jobs, Mapping | str | bytes) or not isinstance(jobs, Sequence):
             raise InvalidOption("insert() takes a list of job dicts")
-        payload = []
+        body = _data_only_body(jobs)
+        payload: list[dict[str, Any]] = []
         seen_ids: set[str] = set()
-        for index, job in enumerate(jobs):
+        for index, job in enumerate(jobs if body is None else ()):
             if not isinstance(job, Mapping):
                 raise InvalidOption(f"insert() job {index} must be a dict, not {type(job).__name__}")
             options = dict(job)
@@ -106,17 +107,19 @@ class JobSender:
             payload.append(item)
         context = self.context
         route = context.route(name)
-        if route.policy == QueuePolicy.KEY_STRICT_FIFO and any(not j.get("singleton_key") for j in payload):
+        if route.policy == QueuePolicy.KEY_STRICT_FIFO and (
+            body is not None or any(not j.get("singleton_key") for j in payload)
+        ):
             raise InvalidOption(f"queue {name!r} is key_strict_fifo: every job needs a singleton_key")
         for dead_letter in {j["dead_letter"] for j in payload if j.get("dead_letter") is not None}:
             with context.cursor() as cursor:
                 require_dead_letter(context, cursor, dead_letter)
-        if not payload:
+        if not payload and body is None:
             return [] if return_ids else None
-        with tracing.send_span(name, "insert", len(payload)) as span:
+        with tracing.send_span(name, "insert", len(jobs)) as span:
             # A recorded span links to each job's trace, so it needs the ids even when the
             # caller does not.
-            ids = self._insert(name, payload, returning=return_ids or tracing.recording(span))
+            ids = self._insert(name, payload, returning=return_ids or tracing.recording(span), body=body)
             tracing.sent(span, ids)
         return ids if return_ids else None
 
@@ -134,7 +137,9 @@ class JobSender:
             )
             return cursor.rowcount
 
-    def _insert(self, name: str, payload: list[dict[str, Any]], *, returning: bool) -> list[str]:
+    def _insert(
+        self, name: str, payload: list[dict[str, Any]], *, returning: bool, body: str | None = None
+    ) -> list[str]:
         """Insert jobs into the queue's table; returns their ids when ``returning``.
 
         One job on a queue without notify goes through insert_job() (typed parameters, and no
@@ -152,7 +157,6 @@ class JobSender:
         context = self.context
         schema = context.quoted_schema
         in_transaction = context.in_atomic_block
-        body = None
         for attempt in (1, 2):
             route = context.route(name)
             if len(payload) == 1 and not route.notify:
@@ -204,3 +208,16 @@ class JobSender:
                 raise QueueNotFound(f"queue {name!r} does not exist (it was deleted)")
             return ids if returning else []
         raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _data_only_body(jobs: Sequence[Any]) -> str | None:
+    """The insert body of two or more jobs that are dicts of nothing but data (the common
+    insert()), encoded in one call (wire.encode_data_jobs); None for any other list, or when the
+    batch fails a check: such a list is validated and encoded job by job, which names the job at
+    fault. A data-only job has no option to validate, so the two paths insert the same rows."""
+    if len(jobs) < 2:
+        return None
+    for job in jobs:
+        if type(job) is not dict or (job and (len(job) != 1 or "data" not in job)):
+            return None
+    return encode_data_jobs([job.get("data") for job in jobs])
