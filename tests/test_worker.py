@@ -396,6 +396,28 @@ def test_a_batch_size_above_concurrency_claims_ahead_and_heartbeats_the_waiting_
     assert sorted(calls) == list(range(25))
 
 
+def test_one_fetch_fills_every_idle_thread_at_batch_size_one_and_claims_no_more():
+    boss.create_queue("fill")
+    boss.insert("fill", [{"data": {"n": n}} for n in range(6)])
+    release = threading.Event()
+
+    def handler(job):
+        release.wait(30)
+
+    registration = Registration("fill", handler, concurrency=4, batch_size=1, polling_interval_seconds=0.1)
+    _, thread = in_process(registration, burst=True)
+    try:
+        wait_for(lambda: states().get("active") == 4)
+        time.sleep(0.3)
+        assert states() == {"active": 4, "created": 2}
+        # Claimed by one statement: they share its transaction's start as their started_on.
+        assert rows("SELECT count(DISTINCT started_on) FROM {s}.job WHERE state = 'active'") == [(1,)]
+    finally:
+        release.set()
+        thread.join(60)
+    assert states() == {"completed": 6}
+
+
 def test_a_queue_claiming_ahead_keeps_to_its_concurrency_and_never_delays_another_queue():
     boss.create_queue("ahead")
     boss.create_queue("other")

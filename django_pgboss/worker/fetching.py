@@ -58,7 +58,11 @@ class FetchLoops(WorkerCore):
                 state.wake.wait(registration.polling_interval_seconds)
                 state.wake.clear()
                 continue
-            size = registration.batch_size if registration.batch else min(slots, registration.batch_size)
+            # Without batch a fetch claims every free slot: up to batch_size when it claims ahead,
+            # and never fewer than the idle threads, so a batch_size below concurrency (the
+            # default 1) fills all of them with one round trip instead of one per thread, as
+            # pg-boss's localConcurrency loops would between them; no job waits for a thread.
+            size = registration.batch_size if registration.batch else slots
             try:
                 # The loop keeps its connection between fetches (close_old_connections() would
                 # close it every time under the default CONN_MAX_AGE = 0); a broken one is thrown
