@@ -148,3 +148,17 @@ def test_the_sweeps_run_when_the_backoff_holds_the_count_off():
     rows("UPDATE {s}.version SET monitor_backoff_on = {s}.job_now() + interval '10 minutes'")
     assert len(sweeps_run()) == 2
     assert job_row(job.id, "state") == ("retry",)
+
+
+def test_a_pass_inside_the_callers_transaction_leaves_its_settings_alone():
+    # The pass turns JIT off for its count only in a transaction of its own.
+    from django.db import connection
+
+    boss.create_queue("q")
+    boss.send("q")
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        (before,) = cursor.fetchone()
+        elapsed_supervise()
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone() == (before,)

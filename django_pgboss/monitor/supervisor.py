@@ -222,7 +222,12 @@ def _count(
         "lock_key": context.lock_key("queue-stats"),
         "reset_max": stats_plans.reset_max_seconds(interval),
     }
+    # Only in a transaction of the pass's own: SET LOCAL lasts until the outermost transaction
+    # ends, so inside a caller's it would outlive the count.
+    own_transaction = not context.in_atomic_block
     with context.atomic(), context.cursor() as cursor:
+        if own_transaction:
+            cursor.execute(stats_plans.jit_off())
         cursor.execute(stats_plans.cache_queue_stats(schema, table, throughput=persist), params)
         rows = cursor.fetchall()
     if not rows:

@@ -91,6 +91,17 @@ def _true_up_reach(schema: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
+def jit_off() -> str:
+    """Turn JIT compilation off for the rest of the transaction (no parameters).
+
+    The count reads every row of its queues, so its cost passes jit_above_cost once a job table
+    holds a few hundred thousand rows, and PostgreSQL then compiles it afresh on every pass: 140 ms
+    of a 1.9 s count at 900,000 rows on a quiet machine (bench/README.md), for an aggregate whose
+    expressions are a few comparisons per row, which compiled code barely speeds up.
+    """
+    return "SET LOCAL jit = off"
+
+
 def cache_queue_stats(schema: str, table: str, *, throughput: bool, history: bool = True) -> str:
     """Count a table's named queues and write the gauges (and, with throughput, the window) to them.
 
