@@ -111,6 +111,8 @@ WORKLOADS = {
     "drain-50": ("drain, ONE process, concurrency 4, batch size 50, no-op", 0.50),
 }
 SYSTEMS = ("ceiling", "django_pgboss", "pg-boss")
+#: --variant LABEL=VAR=VALUE[,VAR=VALUE]: more django_pgboss drains, one capability switched on.
+VARIANTS: dict[str, dict[str, str]] = {}
 
 
 def database_url() -> str:
@@ -227,8 +229,14 @@ def drain_window(admin: psycopg.Connection, jobs: int, who: str) -> float:
     return last - first
 
 
-def boss_drain(admin: psycopg.Connection, jobs: int, batch_size: int) -> float:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "DJANGO_SETTINGS_MODULE": "bench.peers_settings"}
+def boss_drain(
+    admin: psycopg.Connection, jobs: int, batch_size: int, variant: dict[str, str] | None = None
+) -> float:
+    """pgboss_work in a child process; a variant's PEERS_SOURCE runs another checkout's code (its
+    bench/ must hold this peersapp), its other variables switch a capability on (peersapp/jobs.py)."""
+    variant = variant or {}
+    source = variant.get("PEERS_SOURCE", str(REPO_ROOT))
+    env = {**os.environ, **variant, "PYTHONPATH": source, "DJANGO_SETTINGS_MODULE": "bench.peers_settings"}
     command = [
         sys.executable,
         "-m",
@@ -244,7 +252,7 @@ def boss_drain(admin: psycopg.Connection, jobs: int, batch_size: int) -> float:
         "--verbosity",
         "0",
     ]
-    done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(command, env=env, cwd=source, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise SystemExit(f"pgboss_work exited with {done.returncode}: {done.stderr[-2000:]}")
     return drain_window(admin, jobs, "pgboss_work")
@@ -331,6 +339,8 @@ def run(admin: psycopg.Connection, workload: str, system: str, jobs: int) -> flo
     fill_pgboss(admin, jobs)
     if system == "django_pgboss":
         return boss_drain(admin, jobs, batch_size)
+    if system in VARIANTS:
+        return boss_drain(admin, jobs, batch_size, VARIANTS[system])
     return pgboss_drain(admin, jobs, batch_size)
 
 
@@ -350,9 +360,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds, the order rotated (default 3)")
     parser.add_argument("--only", action="append", choices=list(WORKLOADS), help="run only this workload")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of the systems")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL=VAR=VALUE[,VAR=VALUE]",
+        help="one more django_pgboss drain with these environment variables (peersapp/jobs.py; "
+        "PEERS_SOURCE=<checkout> runs another commit's code); drain workloads only",
+    )
     args = parser.parse_args()
     workloads = args.only or list(WORKLOADS)
     systems = [s for s in SYSTEMS if s in args.systems.split(",")]
+    for spec in args.variant:
+        label, _, assignments = spec.partition("=")
+        VARIANTS[label] = dict(item.split("=", 1) for item in assignments.split(","))
+        systems.append(label)
+    if VARIANTS and any(w in ("insert", "send") for w in workloads):
+        raise SystemExit("--variant measures drains: add --only drain-1 and/or --only drain-50")
     if "ceiling" not in systems:
         raise SystemExit("--systems must include the ceiling: every figure is a ratio to it")
 
@@ -424,6 +448,10 @@ def main() -> None:
     print(
         "Shares: the median of the per-round ratios to the ceiling of the same round (each round's in brackets)."
     )
+    for label, variables in VARIANTS.items():
+        print(
+            f"Variant {label}: django_pgboss's drain with {', '.join(f'{k}={v}' for k, v in variables.items())}"
+        )
 
 
 def node_version() -> str:
