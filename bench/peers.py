@@ -52,6 +52,7 @@ import asyncio
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -59,6 +60,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
@@ -229,9 +231,7 @@ def drain_window(admin: psycopg.Connection, jobs: int, who: str) -> float:
     return last - first
 
 
-def boss_drain(
-    admin: psycopg.Connection, jobs: int, batch_size: int, variant: dict[str, str] | None = None
-) -> float:
+def boss_drain(batch_size: int, variant: dict[str, str] | None = None) -> None:
     """pgboss_work in a child process; a variant's PEERS_SOURCE runs another checkout's code (its
     bench/ must hold this peersapp), its other variables switch a capability on (peersapp/jobs.py)."""
     variant = variant or {}
@@ -255,7 +255,6 @@ def boss_drain(
     done = subprocess.run(command, env=env, cwd=source, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise SystemExit(f"pgboss_work exited with {done.returncode}: {done.stderr[-2000:]}")
-    return drain_window(admin, jobs, "pgboss_work")
 
 
 # -- pg-boss (Node) -------------------------------------------------------------------------------
@@ -302,10 +301,63 @@ def count_for_pgboss(admin: psycopg.Connection) -> None:
         raise SystemExit("the monitor pass did not count the bench queue; pg-boss would poll, not burst")
 
 
-def pgboss_drain(admin: psycopg.Connection, jobs: int, batch_size: int) -> float:
-    count_for_pgboss(admin)
+def pgboss_drain(jobs: int, batch_size: int) -> None:
     node("work", str(jobs), str(batch_size), str(CONCURRENCY), json.dumps(TABLE))
-    return drain_window(admin, jobs, "pg-boss work()")
+
+
+# -- CPU: what a run cost the client process and the server, whatever the machine's load --------
+
+
+def client_cpu() -> float:
+    """CPU seconds of this process and of the children it has waited for (pgboss_work, Node)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def server_cpu(admin: psycopg.Connection) -> float:
+    """CPU seconds the whole cluster has used: the postmaster, its live processes (backends,
+    autovacuum, checkpointer, WAL writer), and the exited ones the postmaster has reaped (their
+    time is added to its cutime and cstime). Read from /proc: the cluster runs on this machine."""
+    data_directory = admin.execute("SHOW data_directory").fetchone()[0]
+    postmaster = int(Path(data_directory, "postmaster.pid").read_text().split()[0])
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # exited since the listing
+        pid, ppid = int(entry.name), int(fields[1])
+        if pid == postmaster:
+            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+        elif ppid == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
+STARTUP_CPU: dict[str, float] = {}
+
+
+def startup_cpu(system: str, workload: str) -> float:
+    """The client CPU of starting and stopping a child process with nothing to do (its imports,
+    Django's set-up and checks, Node's pool), taken off each of its runs: it is no job's cost.
+    The ceiling, and django_pgboss's enqueues, run in this process: nothing to take off."""
+    if system == "ceiling" or (system == "django_pgboss" and workload in ("insert", "send")):
+        return 0.0
+    if system not in STARTUP_CPU:
+        samples = []
+        for _ in range(2):
+            before = client_cpu()
+            if system == "pg-boss":
+                node("insert", "0", str(PER_CALL))
+            else:
+                boss_drain(1, VARIANTS.get(system))  # an empty queue: --burst exits at once
+            samples.append(client_cpu() - before)
+        STARTUP_CPU[system] = min(samples)
+    return STARTUP_CPU[system]
 
 
 # -- one run of a workload by a system ------------------------------------------------------------
@@ -318,8 +370,15 @@ def check_enqueued(admin: psycopg.Connection, system: str, jobs: int) -> None:
         raise SystemExit(f"{system}: {found} of {jobs} jobs enqueued")
 
 
-def run(admin: psycopg.Connection, workload: str, system: str, jobs: int) -> float:
-    """One timed run; returns its seconds. Every run starts from an empty, checkpointed table."""
+class Run(NamedTuple):
+    seconds: float
+    client_cpu: float  # seconds, the start-up of a child process taken off
+    server_cpu: float
+
+
+def run(admin: psycopg.Connection, workload: str, system: str, jobs: int) -> Run:
+    """One timed run. Every run starts from an empty (or just filled), checkpointed table."""
+    startup = startup_cpu(system, workload)
     if workload in ("insert", "send"):
         admin.execute("TRUNCATE ceiling.job")
         admin.execute(f"TRUNCATE {TABLE}")
@@ -329,19 +388,27 @@ def run(admin: psycopg.Connection, workload: str, system: str, jobs: int) -> flo
             "django_pgboss": lambda: (boss_insert if workload == "insert" else boss_send)(jobs),
             "pg-boss": lambda: node(workload, str(jobs), str(PER_CALL))["seconds"],
         }
+        client, server = client_cpu(), server_cpu(admin)
         seconds = runners[system]()
+        cpu = Run(seconds, client_cpu() - client - startup, server_cpu(admin) - server)
         check_enqueued(admin, system, jobs)
-        return seconds
+        return cpu
     batch_size = int(workload.split("-")[1])
     if system == "ceiling":
         fill_ceiling(admin, jobs)
-        return asyncio.run(ceiling_drain(jobs, batch_size))
+        client, server = client_cpu(), server_cpu(admin)
+        seconds = asyncio.run(ceiling_drain(jobs, batch_size))
+        return Run(seconds, client_cpu() - client, server_cpu(admin) - server)
     fill_pgboss(admin, jobs)
-    if system == "django_pgboss":
-        return boss_drain(admin, jobs, batch_size)
-    if system in VARIANTS:
-        return boss_drain(admin, jobs, batch_size, VARIANTS[system])
-    return pgboss_drain(admin, jobs, batch_size)
+    if system == "pg-boss":
+        count_for_pgboss(admin)
+    client, server = client_cpu(), server_cpu(admin)
+    if system == "pg-boss":
+        pgboss_drain(jobs, batch_size)
+    else:
+        boss_drain(batch_size, VARIANTS.get(system))
+    cpu = client_cpu() - client - startup, server_cpu(admin) - server
+    return Run(drain_window(admin, jobs, system), *cpu)
 
 
 def load_average() -> str:
@@ -390,6 +457,7 @@ def main() -> None:
 
     loads = [load_average()]
     seconds: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[tuple[float, float]]] = {}
     ratios: dict[tuple[str, str], list[float]] = {}
     for round_index in range(args.rounds):
         order = systems[round_index % len(systems) :] + systems[: round_index % len(systems)]
@@ -397,12 +465,16 @@ def main() -> None:
             this_round: dict[str, float] = {}
             for system in order:
                 jobs = args.per_commit_jobs or args.jobs if workload in ("send", "drain-1") else args.jobs
-                elapsed = run(admin, workload, system, jobs)
+                outcome = run(admin, workload, system, jobs)
+                elapsed = outcome.seconds
                 this_round[system] = elapsed
                 seconds.setdefault((workload, system), []).append(elapsed)
+                per_job = (outcome.client_cpu / jobs * 1e6, outcome.server_cpu / jobs * 1e6)
+                cpu.setdefault((workload, system), []).append(per_job)
                 print(
                     f"  round {round_index + 1}/{args.rounds} {workload:<8} {system:<13} "
-                    f"{jobs / elapsed:>8,.0f} jobs/s  (load {load_average()})",
+                    f"{jobs / elapsed:>8,.0f} jobs/s, CPU {per_job[0]:,.0f} + {per_job[1]:,.0f} us/job "
+                    f"(client + server)  (load {load_average()})",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -447,6 +519,23 @@ def main() -> None:
     print()
     print(
         "Shares: the median of the per-round ratios to the ceiling of the same round (each round's in brackets)."
+    )
+    print()
+    print("CPU per job, median over the rounds, in microseconds: client process + server (the whole cluster)")
+    print()
+    print("| workload | " + " | ".join(systems) + " |")
+    print("|---|" + "--:|" * len(systems))
+    for workload in workloads:
+        cells = []
+        for system in systems:
+            client = statistics.median(c for c, _ in cpu[(workload, system)])
+            server = statistics.median(s for _, s in cpu[(workload, system)])
+            cells.append(f"{client:,.0f} + {server:,.0f} = {client + server:,.0f}")
+        print(f"| {WORKLOADS[workload][0]} | " + " | ".join(cells) + " |")
+    print()
+    print(
+        "Client start-up CPU taken off each run of a child process: "
+        + ", ".join(f"{k} {v:.2f} s" for k, v in STARTUP_CPU.items())
     )
     for label, variables in VARIANTS.items():
         print(
