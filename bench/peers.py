@@ -252,6 +252,9 @@ def boss_drain(batch_size: int, variant: dict[str, str] | None = None) -> None:
         "--verbosity",
         "0",
     ]
+    if "PEERS_METRICS_PORT" in variant:
+        # Prometheus metrics on (the [metrics] extra): the worker's counters and histograms.
+        command += ["--metrics-port", variant["PEERS_METRICS_PORT"]]
     done = subprocess.run(command, env=env, cwd=source, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise SystemExit(f"pgboss_work exited with {done.returncode}: {done.stderr[-2000:]}")

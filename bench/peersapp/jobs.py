@@ -11,6 +11,7 @@ environment, so the same command measures it on and off:
   PEERS_ASYNC=1           the handler is an ``async def`` (when the worker runs coroutines)
   PEERS_TRANSACTIONAL=1   @work(..., transactional=True) (when the worker has it)
   PEERS_PER_JOB_RESULTS=1 @work(..., per_job_results=True)
+  PEERS_METRICS_PORT=N    pgboss_work --metrics-port N (bench/peers.py adds it; the [metrics] extra)
 """
 
 from __future__ import annotations
