@@ -574,11 +574,14 @@ def test_monitor_once_fails_expired_jobs_for_retry():
 
 def test_monitor_runs_until_sigterm():
     boss.create_queue("slow", expire_in_seconds=1, retry_limit=1)
+    # The job is active and expired before the monitor starts: a pass claims a queue once per
+    # MONITOR_INTERVAL_SECONDS, so a first pass that counted the queue before the fetch would
+    # leave the job to the next claim, a minute later.
+    boss.send("slow", {})
+    (job,) = boss.fetch("slow")
+    rows("UPDATE {s}.job SET started_on = started_on - interval '1 minute' WHERE id = %s", [job.id])
     monitor = start_monitor("--interval", "1")
     try:
-        boss.send("slow", {})
-        (job,) = boss.fetch("slow")
-        rows("UPDATE {s}.job SET started_on = started_on - interval '1 minute' WHERE id = %s", [job.id])
         wait_for(lambda: job_row(job.id, "state") == ("retry",), timeout=20, interval=0.2)
     finally:
         monitor.send_signal(signal.SIGTERM)
