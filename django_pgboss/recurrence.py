@@ -36,6 +36,7 @@ from dateutil import rrule as dateutil_rrule
 
 from django_pgboss.exceptions import InvalidSchedule
 from django_pgboss.rfc5545 import EPOCH, FREQUENCIES, WEEKDAYS, Moment, Rule, invalid_rule, parse_rule
+from django_pgboss.rrule_search import SearchPastHorizon, SearchTimedOut, bounded, search
 
 CRON = "cron"
 RRULE = "rrule"
@@ -180,7 +181,7 @@ class Recurrence:
             parsed = dateutil_rrule.rrulestr(text, dtstart=dtstart, cache=False)
             if not isinstance(parsed, dateutil_rrule.rrule):  # one RRULE line never makes a set
                 raise ValueError("not a single rule")
-            base = parsed
+            base = bounded(parsed)
             until = None
             if rule.until is not None:
                 # UNTIL names an instant (with Z) or wall time (floating): either way the walk
@@ -198,17 +199,21 @@ class Recurrence:
 
     # -- walking ------------------------------------------------------------------------------
 
-    def walk(self, after: dt.datetime, deadline: float | None = None) -> Iterator[dt.datetime]:
+    def walk(
+        self, after: dt.datetime, deadline: float | None = None, until: dt.datetime | None = None
+    ) -> Iterator[dt.datetime]:
         """The occurrences strictly after ``after``, in order (an endless iterator for most).
 
         ``deadline`` (on time.monotonic()'s clock; default EVALUATION_BUDGET_SECONDS from now)
-        bounds the walk: a rule's search past it raises OutOfTime (an InvalidSchedule).
+        bounds the walk: a rule's search past it raises OutOfTime (an InvalidSchedule). With
+        ``until`` the walk may end once it is past that instant: a rule's search for the next
+        occurrence stops there instead of going on to wherever the next one is.
         """
         if deadline is None:
             deadline = self._clock() + EVALUATION_BUDGET_SECONDS
         if self.kind == CRON:
             return self._walk_cron(after)
-        return self._walk_rule(after, deadline)
+        return self._walk_rule(after, deadline, until)
 
     def _walk_cron(self, after: dt.datetime) -> Iterator[dt.datetime]:
         # Across a DST change, read as pg-boss's cron-parser reads it. An expression whose hour
@@ -241,13 +246,18 @@ class Recurrence:
                 last = instant
                 yield instant
 
-    def _walk_rule(self, after: dt.datetime, deadline: float) -> Iterator[dt.datetime]:
+    def _walk_rule(
+        self, after: dt.datetime, deadline: float, until: dt.datetime | None = None
+    ) -> Iterator[dt.datetime]:
         assert self._rule is not None and self._rule_zone is not None
         zone = self._rule_zone
         start = _wall_start(after, zone).replace(microsecond=0)
+        # Three hours past ``until``'s wall time in the rule's zone, so no DST change can put an
+        # occurrence the caller wants beyond the horizon.
+        horizon = None if until is None else _wall(until, zone).replace(fold=0) + dt.timedelta(hours=3)
         exdates = {self._wall_of(moment) for moment in self._rule.exdates}
         rdates = sorted(wall for wall in map(self._wall_of, self._rule.rdates) if wall >= start)
-        walls = heapq.merge(self._rule_walls(start, deadline), rdates)
+        walls = heapq.merge(self._rule_walls(start, deadline, horizon), rdates)
         previous = None
         for wall in walls:
             # A wall time given twice (an RDATE on an occurrence) is one occurrence.
@@ -258,19 +268,54 @@ class Recurrence:
             if instant is not None and instant > after:
                 yield instant
 
-    def _rule_walls(self, start: dt.datetime, deadline: float) -> Iterator[dt.datetime]:
-        """The rule's own occurrences (no RDATE, no EXDATE) at or after ``start``, as wall time.
+    def _rule_walls(
+        self, start: dt.datetime, deadline: float, horizon: dt.datetime | None = None
+    ) -> Iterator[dt.datetime]:
+        """The rule's own occurrences (no RDATE, no EXDATE) at or after ``start``, as wall time,
+        ending past ``horizon`` (wall time) when there is one.
 
         A rule with COUNT is walked from its real DTSTART and counted here (dateutil's rule is
         the endless one COUNT cuts short); any other starts near ``start`` (see _fast_forward).
-        The deadline is looked at every so many steps, which bounds a walk that has occurrences
-        to skip (a large COUNT, a dense rule); what it cannot bound is dateutil's own search for a
-        rule whose days never come, which is why _check_values refuses those it can tell.
+        The deadline is looked at every so many occurrences, which bounds a walk that has
+        occurrences to skip (a large COUNT, a dense rule), and by dateutil's search itself every
+        so many periods (see _BoundedIterinfo), which bounds a rule whose parts never fall
+        together. The horizon applies only once the walk has reached ``start``: a COUNT has to be
+        counted from the beginning.
         """
         assert self._base is not None
         count = self._count
         rule = self._base if count is not None else self._fast_forward(start)
-        for seen, wall in enumerate(rule, start=1):
+        occurrences = iter(rule)
+        seen = 0
+        search.steps = 0
+        previous = getattr(search, "deadline", None), getattr(search, "horizon", None)
+        reached = count is None
+        while True:
+            search.deadline, search.clock = deadline, self._clock
+            search.horizon = horizon if reached else None
+            try:
+                wall = next(occurrences)
+            except StopIteration:
+                return
+            except SearchPastHorizon:
+                return
+            except SearchTimedOut as timed_out:
+                if seen:
+                    # Occurrences were found, only too many of them (a huge COUNT from long ago).
+                    raise OutOfTime(
+                        f"rrule {self.expression!r}: gave up after {EVALUATION_BUDGET_SECONDS:g}s of "
+                        f"walking, at {wall:%Y-%m-%d %H:%M:%S}",
+                        field="cron",
+                    ) from None
+                raise OutOfTime(
+                    f"rrule {self.expression!r}: gave up after {EVALUATION_BUDGET_SECONDS:g}s of "
+                    f"searching for an occurrence (up to {timed_out.year}): its parts may never fall "
+                    "together",
+                    field="cron",
+                ) from None
+            finally:
+                search.deadline, search.horizon = previous
+            seen += 1
             if count is not None and seen > count:
                 return
             if seen % 1024 == 0 and self._clock() > deadline:
@@ -280,6 +325,7 @@ class Recurrence:
                     field="cron",
                 )
             if wall >= start:
+                reached = True
                 yield wall
 
     def _wall_of(self, moment: Moment) -> dt.datetime:
@@ -367,7 +413,7 @@ class Recurrence:
         expression's occurrences are a minute apart at the closest, so the due window (a minute)
         holds one, and a sub-minute one shares the minute's slot (pg-boss reads it the same way)."""
         found = []
-        for occurrence in self.walk(after, deadline):
+        for occurrence in self.walk(after, deadline, until):
             if occurrence > until:
                 break
             found.append(occurrence)

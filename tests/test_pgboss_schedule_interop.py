@@ -53,6 +53,16 @@ PREVIEWS = [
     ),
     ("FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29", "UTC", "2027-01-01T00:00:00Z"),
     ("FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;BYHOUR=18", "Europe/Paris", "2027-01-01T00:00:00Z"),
+    # A fifth Monday in February (leap years that start on a Monday) and an RDATE period (its start
+    # is the occurrence): issue 16's remainder. A rule with RSCALE is not compared: pg-boss's engine
+    # takes about a second per occurrence of one (20 are past its one-second budget).
+    ("FREQ=YEARLY;BYDAY=5MO;BYMONTH=2;BYHOUR=9", "UTC", "2027-01-01T00:00:00Z"),
+    (
+        "DTSTART:20270101T090000Z\nRRULE:FREQ=WEEKLY;BYDAY=FR\n"
+        "RDATE;VALUE=PERIOD:20270105T120000Z/20270105T130000Z,20270112T120000Z/20270112T121500Z",
+        "UTC",
+        "2027-01-01T00:00:00Z",
+    ),
     ("0 9 * * 1-5", "Europe/Paris", "2027-03-25T00:00:00Z"),
     ("*/20 1-3 * * *", "America/New_York", "2027-11-06T00:00:00Z"),
 ]

@@ -328,7 +328,7 @@ class Boss:
 
     def get_schedules(self, name: str | None = None, key: str | None = None) -> list[Schedule]:
         """Every schedule, the queue's, or (with ``key``) the queue's one of that key, in name and
-        key order."""
+        key order. A ``key`` without a ``name`` is ignored, as pg-boss ignores it: every schedule."""
         return self._schedules.get_schedules(name, key)
 
     def get_schedule(self, name: str, key: str = "") -> Schedule | None:

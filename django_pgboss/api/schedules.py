@@ -129,8 +129,6 @@ class ScheduleStore:
     def get_schedules(self, name: str | None = None, key: str | None = None) -> list[Schedule]:
         """See Boss.get_schedules()."""
         schema = self.context.quoted_schema
-        if key is not None and name is None:
-            raise InvalidOption("get_schedules(): key needs a queue name beside it")
         if key is not None and not isinstance(key, str):
             raise InvalidOption(f"key must be a string, not {key!r}")
         with self.context.cursor() as cursor:

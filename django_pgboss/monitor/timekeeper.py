@@ -13,7 +13,8 @@ the same schema uses the same claim, queue and slots, so the two never double-se
 A row that cannot be evaluated (written by hand, or by another release) is skipped with an
 ``invalid_schedule`` warning, once per row rather than once per pass: a broken row
 never heals on its own, and warning every pass would persist one warning every 30 seconds. (Once
-per Timekeeper: the monitor keeps one; run_timekeeper() makes a new one per call.)
+per Timekeeper: the monitor keeps one; run_timekeeper() keeps the memory per database and schema
+for the life of the process, so calling it on a timer warns once too.)
 
 Schedules themselves (schedule(), get_schedules(), previews) are the API's,
 django_pgboss.api.schedules; reading an expression is django_pgboss.recurrence's.
@@ -53,6 +54,9 @@ SEND_IT_QUEUE = "__pgboss__send-it"
 #: looks back over is a minute, so passes further apart than 45 s could both miss an occurrence.
 CRON_INTERVAL_SECONDS = 30
 CRON_INTERVAL_RANGE = (1, 45)
+# What a timekeeper remembers of a row it warned about.
+_RowKey = tuple[str, str, str, str, Any]
+
 #: How long an occurrence stays due, and the width of the throttle slot it is filed in. One value,
 #: as in pg-boss: a wider window than slot would file one occurrence in two slots.
 OCCURRENCE_WINDOW = dt.timedelta(seconds=60)
@@ -84,11 +88,11 @@ class Timekeeper:
                 f"the cron interval must be an integer from {low} to {high} seconds, not {interval!r}"
             )
         self.interval_seconds = interval
-        # The rows this timekeeper has warned about, keyed on (name, key, expression, zone):
-        # rebuilt each pass from the rows still broken, so a fixed or deleted row drops out and
-        # would warn again if it came back. Per timekeeper, as pg-boss keeps it per instance, so a
-        # restarted monitor surfaces a row nobody fixed.
-        self._warned: set[tuple[str, str, str, str]] = set()
+        # The rows this timekeeper has warned about, keyed on (name, key, expression, zone, when
+        # the row was created): rebuilt each pass from the rows still broken, so a fixed or
+        # deleted row drops out and would warn again if it came back. Per timekeeper, as pg-boss
+        # keeps it per instance, so a restarted monitor surfaces a row nobody fixed.
+        self._warned: set[_RowKey] = set()
         self._queues = QueueStore(self.context)
         self._jobs = JobStore(self.context)
         self._sender = JobSender(self.context)
@@ -131,13 +135,13 @@ class Timekeeper:
 
     def _file_due(self, report: CronReport, moment: dt.datetime, prior_pass: dt.datetime | None) -> None:
         warned = self._warned
-        still_broken: set[tuple[str, str, str, str]] = set()
+        still_broken: set[_RowKey] = set()
         jobs = []
         relabelled = []
         for item in self._schedules.get_schedules():
-            row = (item.name, item.key, item.cron, item.timezone)
+            row = (item.name, item.key, item.cron, item.timezone, item.created_on)
 
-            def complain(message: str, row: tuple[str, str, str, str] = row, item: Schedule = item) -> None:
+            def complain(message: str, row: _RowKey = row, item: Schedule = item) -> None:
                 still_broken.add(row)
                 if row not in warned:
                     warn(
@@ -244,7 +248,21 @@ def run_timekeeper(boss: Any = None, *, now: dt.datetime | None = None) -> CronR
     """One cron pass through ``boss`` (a Boss or a DatabaseContext; default settings.PGBOSS's):
     claim it, file every due occurrence, then send the filed jobs. See Timekeeper.tick()."""
     context = DatabaseContext() if boss is None else DatabaseContext.of(boss)
-    return Timekeeper(context).tick(now=now)
+    timekeeper = Timekeeper(context)
+    # The rows already warned about, per database and schema, so that a caller running this on a
+    # timer (a cron job, a Celery beat) warns about a broken row once, as the monitor does.
+    place = (context.using, context.schema)
+    with _warned_lock:
+        timekeeper._warned = set(_warned_by_place.get(place, ()))
+    try:
+        return timekeeper.tick(now=now)
+    finally:
+        with _warned_lock:
+            _warned_by_place[place] = timekeeper._warned
+
+
+_warned_by_place: dict[tuple[str, str], set[_RowKey]] = {}
+_warned_lock = threading.Lock()
 
 
 def send_filed_jobs(boss: Any = None, batch_size: int = 50) -> int:

@@ -1,0 +1,280 @@
+"""Rules that never match, RFC 7529's RSCALE and SKIP, RDATE periods, and what a stored rule can
+cost a timekeeper pass (issue 16's remainder).
+
+dateutil searches period after period, up to the year 9999, for the next occurrence of a rule
+whose parts never fall together, inside one call nothing could interrupt. Those the checks can
+tell are refused naming the part; every other search is bounded (recurrence._BoundedIterinfo).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+
+from django_pgboss import InvalidSchedule, boss
+from django_pgboss.monitor.timekeeper import run_timekeeper
+from django_pgboss.recurrence import EVALUATION_BUDGET_SECONDS, Recurrence, preview
+from tests.helpers import rows
+
+
+def at(*args: int) -> dt.datetime:
+    return dt.datetime(*args, tzinfo=dt.UTC)
+
+
+def iso(moments: list[dt.datetime]) -> list[str]:
+    return [m.strftime("%Y-%m-%d %H:%M:%S") for m in moments]
+
+
+# What no static check can tell: the fifth Monday of a month is never among its first three days,
+# and the 366th day of a year is never in January. dateutil would search to 9999 for either (the
+# hourly one for minutes).
+UNTELLABLE = ["FREQ=MONTHLY;BYDAY=5MO;BYMONTHDAY=1,2,3", "FREQ=HOURLY;BYYEARDAY=366;BYMONTH=1"]
+
+
+# -- refused, naming the part -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("FREQ=MONTHLY;BYDAY=MO;BYSETPOS=40", 'rrule "BYSETPOS=40" never matches: one MONTHLY period'),
+        ("FREQ=DAILY;BYHOUR=9;BYSETPOS=2", "holds at most 1 occurrence(s)"),
+        ("FREQ=HOURLY;BYSETPOS=2", 'rrule "BYSETPOS=2" never matches: one HOURLY period'),
+        ("FREQ=WEEKLY;BYDAY=MO,TU;BYHOUR=9,17;BYSETPOS=5,-5", "holds at most 4 occurrence(s)"),
+        ("FREQ=YEARLY;BYDAY=MO;BYSETPOS=54", "holds at most 53 occurrence(s)"),
+        ("FREQ=YEARLY;BYMONTH=2;BYDAY=6MO", 'rrule "BYDAY=6MO" never falls: a month holds at most 5'),
+        ("FREQ=MONTHLY;BYDAY=-6FR,7MO", 'rrule "BYDAY=-6FR,7MO" never falls'),
+        (
+            "FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29;INTERVAL=4",
+            'rrule "INTERVAL=4" counted from the rule\'s anchor (1 January 1970) never lands on a year '
+            'that holds "BYMONTHDAY=29" in "BYMONTH=2"',
+        ),
+        (
+            # 1900 + 400 n is never a leap year (a century not divisible by 400).
+            "DTSTART:19000228T090000\nRRULE:FREQ=YEARLY;INTERVAL=400;BYMONTH=2;BYMONTHDAY=29",
+            'rrule "INTERVAL=400" counted from DTSTART 1900-02-28',
+        ),
+        (
+            "DTSTART:20270115T090000\nRRULE:FREQ=MONTHLY;INTERVAL=12;BYMONTH=2",
+            'rrule "INTERVAL=12" counted from DTSTART 2027-01-15 never lands on a month that holds day 15 '
+            'in "BYMONTH=2"',
+        ),
+    ],
+)
+def test_a_rule_whose_parts_never_fall_together_is_refused_naming_the_part(expression, message):
+    with pytest.raises(InvalidSchedule, match=message.replace("(", r"\(").replace(")", r"\)")) as refused:
+        Recurrence.parse(expression, "UTC")
+    assert refused.value.field == "cron"
+
+
+def test_rules_that_only_look_impossible_are_kept():
+    # A fifth Monday in February comes in a leap year that starts on a Monday (pg-boss agrees).
+    assert iso(preview("FREQ=YEARLY;BYDAY=5MO;BYMONTH=2", start=at(2027, 1, 1), count=2)) == [
+        "2044-02-29 00:00:00",
+        "2072-02-29 00:00:00",
+    ]
+    assert iso(preview("FREQ=YEARLY;BYDAY=MO;BYSETPOS=53", start=at(2027, 1, 1), count=1)) == [
+        "2029-12-31 00:00:00"
+    ]
+    every_fourth = "DTSTART:20280101T000000\nRRULE:FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29;INTERVAL=4"
+    assert iso(preview(every_fourth, start=at(2027, 1, 1), count=2)) == [
+        "2028-02-29 00:00:00",
+        "2032-02-29 00:00:00",
+    ]
+    assert iso(preview("FREQ=MONTHLY;BYDAY=MO;BYSETPOS=5", start=at(2026, 1, 1), count=1)) == [
+        "2026-03-30 00:00:00"
+    ]
+    # One impossible ordinal beside a possible one only never contributes.
+    assert iso(preview("FREQ=MONTHLY;BYDAY=1MO,6MO", start=at(2027, 1, 1), count=1)) == [
+        "2027-01-04 00:00:00"
+    ]
+
+
+# -- bounded where no check can tell ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("expression", UNTELLABLE)
+def test_a_never_matching_rule_no_check_can_tell_gives_up_within_its_budget(expression):
+    rule = Recurrence.parse(expression, "UTC")
+    began = time.monotonic()
+    with pytest.raises(InvalidSchedule, match="gave up after 1s of searching for an occurrence"):
+        rule.next_after(at(2027, 1, 1))
+    assert time.monotonic() - began < EVALUATION_BUDGET_SECONDS + 2
+    began = time.monotonic()
+    with pytest.raises(InvalidSchedule, match="gave up after 1s with 0 of 10 occurrences"):
+        preview(expression, start=at(2027, 1, 1))
+    assert time.monotonic() - began < EVALUATION_BUDGET_SECONDS + 2
+
+
+@pytest.mark.parametrize("expression", UNTELLABLE)
+def test_a_windowed_reading_stops_at_the_end_of_its_window(expression):
+    # What a timekeeper pass asks of a row: the occurrences of the last minute. The search ends at
+    # the window instead of going on towards an occurrence that never comes.
+    rule = Recurrence.parse(expression, "UTC")
+    began = time.monotonic()
+    assert rule.between(at(2027, 1, 1, 9), at(2027, 1, 1, 9, 1)) == []
+    assert time.monotonic() - began < 0.5
+
+
+def test_a_windowed_reading_still_finds_what_is_in_its_window():
+    rule = Recurrence.parse("FREQ=MINUTELY;INTERVAL=20", "Europe/Paris")
+    assert iso(rule.between(at(2027, 3, 28, 0, 30), at(2027, 3, 28, 1, 30))) == [
+        "2027-03-28 00:40:00",
+        "2027-03-28 01:00:00",
+        "2027-03-28 01:20:00",
+    ]
+    sparse = Recurrence.parse("FREQ=YEARLY;BYDAY=5MO;BYMONTH=2;BYHOUR=9", "UTC")
+    assert iso(sparse.between(at(2044, 2, 29, 8, 59), at(2044, 2, 29, 9))) == ["2044-02-29 09:00:00"]
+    assert sparse.latest(at(2040, 1, 1), at(2050, 1, 1)) == at(2044, 2, 29, 9)
+
+
+# -- RFC 7529 and RDATE periods --------------------------------------------------------------------
+
+
+def test_rscale_gregorian_and_skip_omit_are_what_dateutil_evaluates():
+    assert iso(preview("FREQ=DAILY;BYHOUR=9;RSCALE=GREGORIAN", start=at(2027, 1, 1), count=2)) == [
+        "2027-01-01 09:00:00",
+        "2027-01-02 09:00:00",
+    ]
+    # SKIP=OMIT: a month without a 31st has no occurrence, as pg-boss reads it.
+    assert iso(
+        preview("FREQ=MONTHLY;BYMONTHDAY=31;RSCALE=GREGORIAN;SKIP=OMIT", start=at(2027, 1, 1), count=3)
+    ) == [
+        "2027-01-31 00:00:00",
+        "2027-03-31 00:00:00",
+        "2027-05-31 00:00:00",
+    ]
+    # SKIP that no day of the rule can call on changes nothing, so it is kept.
+    assert preview(
+        "FREQ=WEEKLY;BYDAY=FR;RSCALE=GREGORIAN;SKIP=FORWARD", start=at(2027, 1, 1), count=3
+    ) == preview("FREQ=WEEKLY;BYDAY=FR", start=at(2027, 1, 1), count=3)
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        (
+            "FREQ=MONTHLY;RSCALE=HEBREW;BYMONTHDAY=1",
+            'rrule "RSCALE=HEBREW" is not supported: dateutil evaluates the Gregorian calendar only',
+        ),
+        ("FREQ=MONTHLY;BYMONTHDAY=31;SKIP=OMIT", "rrule SKIP needs an RSCALE part beside it"),
+        (
+            "FREQ=MONTHLY;BYMONTHDAY=31;RSCALE=GREGORIAN;SKIP=SIDEWAYS",
+            'unsupported value in rrule part "SKIP=SIDEWAYS"',
+        ),
+        (
+            "FREQ=MONTHLY;BYMONTHDAY=31;RSCALE=GREGORIAN;SKIP=BACKWARD",
+            'rrule "SKIP=BACKWARD" is not supported for a day some months or years lack',
+        ),
+        (
+            "DTSTART:20240229T090000\nRRULE:FREQ=YEARLY;RSCALE=GREGORIAN;SKIP=FORWARD",
+            'rrule "SKIP=FORWARD" is not supported',
+        ),
+        (
+            "DTSTART:20270101T090000Z\nRRULE:FREQ=WEEKLY\nRDATE;VALUE=PERIOD:20270105T120000Z/PT1H",
+            'rrule RDATE period "20270105T120000Z/PT1H" ends with a duration',
+        ),
+        (
+            "DTSTART:20270101T090000Z\nRRULE:FREQ=WEEKLY\nRDATE;VALUE=PERIOD:20270105T120000Z/20270105T110000Z",
+            "must end after it starts",
+        ),
+        (
+            "DTSTART:20270101T090000Z\nRRULE:FREQ=WEEKLY\nEXDATE;VALUE=PERIOD:20270105T120000Z/20270105T130000Z",
+            "rrule EXDATE takes dates or date times, not periods",
+        ),
+    ],
+)
+def test_what_dateutil_cannot_honour_of_rscale_skip_and_periods_is_refused(expression, message):
+    with pytest.raises(InvalidSchedule, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Recurrence.parse(expression, "UTC")
+
+
+def test_an_rdate_period_occurs_at_its_start():
+    expression = (
+        "DTSTART:20270101T090000Z\nRRULE:FREQ=WEEKLY\n"
+        "RDATE;VALUE=PERIOD:20270105T120000Z/20270105T130000Z,20270106T070000Z/20270106T071500Z"
+    )
+    assert iso(preview(expression, start=at(2027, 1, 1), count=4)) == [
+        "2027-01-01 09:00:00",
+        "2027-01-05 12:00:00",
+        "2027-01-06 07:00:00",
+        "2027-01-08 09:00:00",
+    ]
+
+
+# -- against the database ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.queue("reports")
+def test_schedule_refuses_a_rule_that_never_matches_before_storing_it(queue):
+    with pytest.raises(InvalidSchedule, match='"BYSETPOS=40" never matches') as refused:
+        boss.schedule(queue, "FREQ=MONTHLY;BYDAY=MO;BYSETPOS=40")
+    assert refused.value.field == "cron"
+    began = time.monotonic()
+    with pytest.raises(InvalidSchedule, match="gave up after 1s of searching"):
+        boss.schedule(queue, UNTELLABLE[1])
+    assert time.monotonic() - began < EVALUATION_BUDGET_SECONDS + 2
+    assert rows("SELECT count(*) FROM {s}.schedule") == [(0,)]
+
+
+@pytest.mark.django_db
+@pytest.mark.queue("reports")
+def test_a_stored_rule_that_never_matches_costs_a_pass_nothing_and_the_others_still_send(queue):
+    # Rows as another release (or a hand) could leave them, never through schedule().
+    for key, expression in [
+        ("a", UNTELLABLE[0]),
+        ("b", UNTELLABLE[1]),
+        ("c", "FREQ=DAILY;BYHOUR=9;BYSETPOS=2"),
+    ]:
+        rows(
+            "INSERT INTO {s}.schedule (name, key, kind, cron, timezone, options) "
+            "VALUES (%s, %s, 'rrule', %s, 'UTC', '{\"missed\": \"once\"}'::jsonb)",
+            [queue, key, expression],
+        )
+    boss.schedule(queue, "* * * * *", {"ok": True})
+    began = time.monotonic()
+    report = run_timekeeper(boss)
+    assert time.monotonic() - began < 5
+    assert report.claimed
+    assert [job.data for job in boss.find_jobs(queue)] == [{"ok": True}]
+    # With a gap to catch up on (missed="once" and a pass long ago), each catch-up is bounded.
+    rows("UPDATE {s}.schedule SET created_on = now() - interval '30 days'")
+    rows("UPDATE {s}.version SET cron_on = now() - interval '20 days'")
+    began = time.monotonic()
+    report = run_timekeeper(boss)
+    assert time.monotonic() - began < 3 * (2 * EVALUATION_BUDGET_SECONDS) + 5
+    assert report.claimed
+
+
+@pytest.mark.django_db
+@pytest.mark.queue("reports")
+def test_run_timekeeper_warns_about_a_broken_row_once_not_once_per_call(queue):
+    rows(
+        "INSERT INTO {s}.schedule (name, key, kind, cron, timezone) VALUES (%s, 'broken', 'rrule', %s, 'UTC')",
+        [queue, "FREQ=DAILY;BYHOUR=99"],
+    )
+    first = run_timekeeper(boss)
+    rows("UPDATE {s}.version SET cron_on = NULL")
+    second = run_timekeeper(boss)
+    assert (first.claimed, second.claimed) == (True, True)
+    assert (first.warnings, second.warnings) == (["invalid_schedule"], [])
+    # Fixed, it drops out of the memory; broken again, it warns again.
+    rows("UPDATE {s}.schedule SET cron = 'FREQ=DAILY' WHERE key = 'broken'")
+    rows("UPDATE {s}.version SET cron_on = NULL")
+    assert run_timekeeper(boss).warnings == []
+    rows("UPDATE {s}.schedule SET cron = 'FREQ=DAILY;BYHOUR=99' WHERE key = 'broken'")
+    rows("UPDATE {s}.version SET cron_on = NULL")
+    assert run_timekeeper(boss).warnings == ["invalid_schedule"]
+
+
+@pytest.mark.django_db
+def test_get_schedules_with_a_key_and_no_name_returns_every_schedule_as_pg_boss_does():
+    boss.create_queue("a")
+    boss.create_queue("b")
+    boss.schedule("a", "0 9 * * *", key="k")
+    boss.schedule("b", "0 9 * * *")
+    assert [(s.name, s.key) for s in boss.get_schedules(key="k")] == [("a", "k"), ("b", "")]
+    assert [(s.name, s.key) for s in boss.get_schedules("a", "k")] == [("a", "k")]
