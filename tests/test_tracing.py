@@ -13,7 +13,7 @@ import uuid
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -24,7 +24,18 @@ from tests.test_worker import REPO, worker_env
 
 pytestmark = pytest.mark.django_db
 
-_exporter = InMemorySpanExporter()
+
+class _WhileRecording(InMemorySpanExporter):
+    """Keeps spans only while a test of this module asks for them: the provider stays set for the
+    rest of the session, whose other tests' spans would otherwise pile up here."""
+
+    recording = False
+
+    def export(self, spans):
+        return super().export(spans) if self.recording else SpanExportResult.SUCCESS
+
+
+_exporter = _WhileRecording()
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +50,9 @@ def _provider():
 @pytest.fixture
 def spans(_provider):
     _exporter.clear()
+    _exporter.recording = True
     yield _exporter.get_finished_spans
+    _exporter.recording = False
     _exporter.clear()
 
 
@@ -259,3 +272,23 @@ def test_a_traced_send_leaves_pg_boss_the_job_exactly_as_sent(spans, run_pgboss)
     # No trace context rides in the job: pg-boss reads back the data as it was sent.
     (job,) = run_pgboss("work", pgboss_settings.SCHEMA, "mail", "null")["jobs"]
     assert (job["id"], job["data"]) == (job_id, {"to": "a"})
+
+
+def test_with_the_api_installed_but_no_provider_set_the_helpers_do_nothing():
+    script = (
+        "import django; django.setup()\n"
+        "from django_pgboss.observability import tracing\n"
+        "assert tracing.ENABLED\n"
+        "assert tracing.send_span('q') is tracing.process_span('q', []) is tracing.monitor_span()\n"
+        "assert tracing.now() == 0\n"
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "trace.set_tracer_provider(TracerProvider())\n"
+        "assert tracing.send_span('q') is not tracing.monitor_span() and tracing.now() > 0\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=worker_env(), capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

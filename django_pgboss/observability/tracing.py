@@ -1,8 +1,9 @@
 """OpenTelemetry spans for sending, fetching, running and settling jobs, and for monitor passes.
 
 Only the OpenTelemetry API is used (the ``otel`` extra); the SDK, its sampler and its exporters are
-the project's to configure. Without the API installed every helper here returns one shared
-context manager that does nothing, so the cost is a function call (bench/README.md, "Observability").
+the project's to configure. Without the API installed, or before a tracer provider is set, every
+helper here returns one shared context manager that does nothing, so the cost is a function call
+(bench/README.md, "Observability").
 
 Spans follow OpenTelemetry's messaging semantic conventions: ``messaging.system`` is "pgboss", the
 destination is the queue, the message id the job id, and the operation one of send (a PRODUCER
@@ -57,6 +58,15 @@ def _tracer() -> Any:
     return _tracers[0]
 
 
+def _active() -> bool:
+    """True once a tracer provider is set. Until then the API's spans are no-ops, and skipping
+    them, with the attributes and contexts built for them, leaves an installed but unconfigured
+    API one call per helper (bench/README.md, "Observability")."""
+    return not isinstance(
+        otel_trace.get_tracer_provider(), (otel_trace.ProxyTracerProvider, otel_trace.NoOpTracerProvider)
+    )
+
+
 def _version() -> str | None:
     # The installed distribution's version: the package root, which holds __version__, imports
     # the API, which imports this module.
@@ -103,7 +113,7 @@ def _attributes(queue: str, operation_type: str, operation: str, count: int | No
 
 def send_span(queue: str, operation: str = "send", count: int = 1) -> AbstractContextManager[Any]:
     """A PRODUCER span around a send (``operation`` "send") or an insert of ``count`` jobs."""
-    if otel_trace is None:
+    if otel_trace is None or not _active():
         return _NOTHING
     return _tracer().start_as_current_span(
         f"{operation} {queue}",
@@ -132,13 +142,13 @@ def sent(span: Any, ids: Sequence[str | None]) -> None:
 
 def now() -> int:
     """The time a span that is recorded after the fact starts at (0 without the API)."""
-    return time.time_ns() if otel_trace is not None else 0
+    return time.time_ns() if otel_trace is not None and _active() else 0
 
 
 def record_fetch(queue: str, started: int, count: int) -> None:
     """A CLIENT span (OpenTelemetry's "receive") for a fetch that began at ``started`` (now())
     and claimed ``count`` jobs, ended now."""
-    if otel_trace is None:
+    if otel_trace is None or not _active():
         return
     span = _tracer().start_span(
         f"fetch {queue}",
@@ -173,7 +183,7 @@ def process_span(queue: str, jobs: Sequence[Job]) -> AbstractContextManager[Any]
 
     A handler that raises leaves its exception recorded on the span, and the span's status an error.
     """
-    if otel_trace is None:
+    if otel_trace is None or not _active():
         return _NOTHING
     attributes = _attributes(queue, "process", "process", len(jobs))
     parent, links = _job_parent(jobs, attributes)
@@ -188,7 +198,7 @@ def process_span(queue: str, jobs: Sequence[Job]) -> AbstractContextManager[Any]
 
 def settle_span(queue: str, operation: str, jobs: Sequence[Job]) -> AbstractContextManager[Any]:
     """A CLIENT span around one settle statement (``operation``: complete, fail) of ``jobs``."""
-    if otel_trace is None:
+    if otel_trace is None or not _active():
         return _NOTHING
     attributes = _attributes(queue, "settle", operation, len(jobs))
     parent, links = _job_parent(jobs, attributes)
@@ -203,7 +213,7 @@ def settle_span(queue: str, operation: str, jobs: Sequence[Job]) -> AbstractCont
 
 def monitor_span() -> AbstractContextManager[Any]:
     """An INTERNAL span around one monitor pass."""
-    if otel_trace is None:
+    if otel_trace is None or not _active():
         return _NOTHING
     return _tracer().start_as_current_span(
         "pgboss monitor pass",
