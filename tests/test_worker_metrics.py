@@ -44,6 +44,45 @@ def exposed(metrics: WorkerMetrics) -> dict:
     return samples(generate_latest(registry).decode())
 
 
+def test_jobs_are_counted_by_outcome_and_each_handler_call_is_timed(metrics):
+    boss.create_queue("mail_dlq")
+    boss.create_queue("mail", retry_limit=1, dead_letter="mail_dlq")
+    boss.insert("mail", [{"data": {"ok": True}} for _ in range(4)])
+    boss.insert("mail", [{"data": {"ok": False}} for _ in range(2)])
+
+    def handler(job):
+        time.sleep(0.05)
+        if not job.data["ok"]:
+            raise ValueError("refused")
+
+    burst("mail", handler, metrics, concurrency=2)
+    parsed = exposed(metrics)
+    assert value(parsed, "pgboss_worker_jobs_total", queue="mail", outcome="completed") == 4
+    # Each bad job failed once and went back (retry_limit 1), then failed for good into the dead
+    # letter queue.
+    assert value(parsed, "pgboss_worker_jobs_total", queue="mail", outcome="retried") == 2
+    assert value(parsed, "pgboss_worker_jobs_total", queue="mail", outcome="failed") == 2
+    assert value(parsed, "pgboss_worker_jobs_total", queue="mail", outcome="dead_lettered") == 2
+    assert len(boss.find_jobs("mail_dlq")) == 2
+    # 8 handler calls, each at least 50 ms; none running now.
+    assert value(parsed, "pgboss_worker_handler_duration_seconds_count", queue="mail") == 8
+    assert value(parsed, "pgboss_worker_handler_duration_seconds_sum", queue="mail") >= 8 * 0.05
+    assert value(parsed, "pgboss_worker_handler_duration_seconds_bucket", queue="mail", le="0.025") == 0
+    assert value(parsed, "pgboss_worker_running_handlers", queue="mail") == 0
+    assert value(parsed, "pgboss_worker_send_to_start_seconds_count", queue="mail") == 8
+
+
+def test_the_send_to_start_delay_counts_from_when_the_job_became_ready(metrics):
+    boss.create_queue("mail")
+    boss.send("mail", {})
+    time.sleep(1.0)
+    burst("mail", lambda job: None, metrics)
+    parsed = exposed(metrics)
+    assert value(parsed, "pgboss_worker_send_to_start_seconds_count", queue="mail") == 1
+    assert 1.0 <= value(parsed, "pgboss_worker_send_to_start_seconds_sum", queue="mail") < 30
+    assert value(parsed, "pgboss_worker_send_to_start_seconds_bucket", queue="mail", le="0.5") == 0
+
+
 def test_running_handlers_are_counted_while_they_run(metrics):
     boss.create_queue("slow")
     boss.insert("slow", [{"data": {}} for _ in range(3)])
@@ -131,12 +170,14 @@ def test_several_worker_processes_are_served_from_one_multiprocess_folder(
     MultiProcessCollector(registry, path=str(folder))
     parsed = samples(generate_latest(registry).decode())
     assert value(parsed, "pgboss_worker_handler_duration_seconds_count", queue="echo") == 30
+    assert value(parsed, "pgboss_worker_jobs_total", queue="echo", outcome="completed") == 30
     # The view, in a process with the folder set, serves the same sum beside the queue gauges.
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(folder))
     boss.supervise()
     served = samples(staff_client().get("/pgboss/metrics").content.decode())
     assert value(served, "pgboss_queue_queued_jobs", queue="echo") == 0
     assert value(served, "pgboss_worker_handler_duration_seconds_count", queue="echo") == 30
+    assert value(served, "pgboss_worker_jobs_total", queue="echo", outcome="completed") == 30
     # Their running-handler gauges were marked dead as they exited: no live process is left to count.
     assert served.get(("pgboss_worker_running_handlers", (("queue", "echo"),)), 0) == 0
 
