@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
+import time
 
 import pytest
 from django.db import connections
@@ -252,3 +253,24 @@ def test_the_cron_interval_is_a_setting_in_pg_boss_range(queue, clock):
             pytest.raises(InvalidOption, match="cron interval must be an integer from 1 to 45"),
         ):
             Timekeeper(boss.context)
+
+
+def test_a_never_matching_row_beside_a_rule_costs_its_pass_nothing_on_a_test_clock(queue, clock):
+    # A row no schedule() would store (another release's, or a hand's): the fifth Monday of a
+    # month is never among its first three days, which only a search can tell. The pass reads it
+    # up to the end of its window, so the rule beside it fires on time and the pass stays short.
+    rows(
+        "INSERT INTO {s}.schedule (name, key, kind, cron, timezone) VALUES (%s, 'never', 'rrule', %s, 'UTC')",
+        [queue, "FREQ=MONTHLY;BYDAY=5MO;BYMONTHDAY=1,2,3;BYHOUR=9"],
+    )
+    boss.schedule(queue, "FREQ=DAILY;BYHOUR=9", {"ok": True}, key="daily")
+    began = time.monotonic()
+    assert fires_at(clock, queue, at(2027, 1, 4, 9)) == 1
+    assert fires_at(clock, queue, at(2027, 1, 5, 9)) == 2
+    # Searched to its next occurrence, the row would run out of its one-second budget and warn.
+    clock.set_time(at(2027, 1, 6, 9, 0, 20))
+    rows("UPDATE {s}.version SET cron_on = NULL")
+    report = run_timekeeper(boss)
+    assert (report.claimed, report.warnings) == (True, [])
+    assert time.monotonic() - began < 5
+    assert [job.data for job in sent(queue)] == [{"ok": True}] * 3
