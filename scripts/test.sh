@@ -110,6 +110,15 @@ done
 PGBOSS_LEGACY_NODE_DIRS=$(IFS=:; echo "${legacy_dirs[*]}")
 export PGBOSS_LEGACY_NODE_DIRS
 
+# axe-core, the accessibility checker the admin's browser tests run in each page (from npm, kept
+# under .venvs/ and read by the test at run time; nothing of it is committed).
+axe_dir=$repo/.venvs/node-axe
+if [ ! -f "$axe_dir/node_modules/axe-core/axe.min.js" ]; then
+  npm install --prefix "$axe_dir" --no-audit --no-fund --silent axe-core@4.14.1 >/dev/null ||
+    echo "test.sh: npm could not install axe-core; the accessibility checks will fail" >&2
+fi
+export PGBOSS_AXE_JS=$axe_dir/node_modules/axe-core/axe.min.js
+
 # Debian's chromium, which the admin's browser test drives through Playwright (never
 # `playwright install`, which downloads a browser). Without it the test skips, saying why.
 if ! command -v chromium >/dev/null 2>&1; then

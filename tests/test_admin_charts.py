@@ -60,7 +60,8 @@ def test_queue_page_charts_show_the_counts_per_interval_with_tooltips(admin_clie
         label = charts.format_time(moment.replace(second=0), dt.timedelta(hours=1))
         assert f"Created: {deltas['created_delta']} jobs at {label}" in tips
         assert f"Completed: {deltas['completed_delta']} jobs at {label}" in tips
-        assert f"Failed: {deltas['failed_delta']} jobs at {label}" in tips
+        failed = deltas["failed_delta"]
+        assert f"Failed: {failed} job{'' if failed == 1 else 's'} at {label}" in tips
     # Nothing outside the range is drawn.
     assert not any("600" in tip or "9,000" in tip for tip in tips)
     gauges = tooltips(figure(body, "pgboss-gauge-chart"))
@@ -132,3 +133,69 @@ def test_a_queue_name_with_a_slash_has_its_page(admin_client):
 
 def test_staff_needs_view_queue_for_the_charts(staff_client, history):
     assert queue_page(staff_client("view_job")).status_code == 403
+
+
+def test_tooltips_pluralise_and_coinciding_series_stay_visible(admin_client):
+    boss.create_queue("steady")
+    now = timezone.now().replace(second=30, microsecond=0)
+    # As many created as completed: the two lines lie on each other.
+    for minutes in (20, 10):
+        add_snapshot("steady", now - dt.timedelta(minutes=minutes), created_delta=1, completed_delta=1)
+    throughput = figure(queue_page(admin_client, "steady").content.decode(), "pgboss-throughput-chart")
+    tips = tooltips(throughput)
+    assert any(tip.startswith("Created: 1 job at ") for tip in tips)
+    assert any(tip.startswith("Completed: 1 job at ") for tip in tips)
+    assert any(tip.startswith("Failed: 0 jobs at ") for tip in tips)
+    # Drawn in order, each narrower than the one before: Created shows around Completed.
+    widths = {
+        series: float(re.search(r'<polyline [^>]*stroke-width="([\d.]+)"', group).group(1))
+        for series, group in re.findall(
+            r'<g class="pgboss-series" data-series="(\w+)">(.*?)</g>', throughput, re.S
+        )
+    }
+    assert widths["Created"] > widths["Completed"] > widths["Failed"]
+
+
+def test_a_mostly_empty_range_starts_its_axis_where_the_history_starts(admin_client):
+    boss.create_queue("young")
+    now = timezone.now().replace(second=30, microsecond=0)
+    add_snapshot("young", now - dt.timedelta(minutes=20), completed_delta=5)
+    add_snapshot("young", now - dt.timedelta(minutes=10), completed_delta=7)
+    response = queue_page(admin_client, "young", range="6h")
+    text = page_text(response)
+    assert "the time axis begins there rather than at the start of the range" in text
+    # The axis's first label is near the first point, not six hours back.
+    first_label = re.findall(
+        r'text-anchor="start" fill="#333">([^<]+)</text>',
+        figure(response.content.decode(), "pgboss-throughput-chart"),
+    )
+    assert first_label and first_label[0] != charts.format_time(
+        now - dt.timedelta(hours=6), dt.timedelta(hours=6)
+    )
+    # A range the history fills keeps its axis, without the note.
+    assert "the time axis begins there" not in page_text(queue_page(admin_client, "young", range="15m"))
+
+
+def test_the_numbers_behind_the_charts_show_seconds_oldest_first(admin_client, history):
+    body = queue_page(admin_client).content.decode()
+    table = re.search(r'<details class="pgboss-data">(.*?)</details>', body, re.S).group(1)
+    moments = re.findall(r"<tr><td>(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC</td>", table)
+    assert len(moments) == 3 and moments == sorted(moments)
+    assert "Oldest first, as the charts read" in table
+
+
+def test_the_queue_rows_fields_are_grouped_with_the_monitor_stamps_folded(admin_client, history):
+    body = queue_page(admin_client).content.decode()
+    text = page_text_of_body(body)
+    settings_at = text.index("Settings Name:")
+    counts_at = text.index("Counts (the monitor's cache, as of its last pass)")
+    stamps_at = text.index("Monitor stamps")
+    assert settings_at < counts_at < stamps_at
+    assert text.index("Queued count:") > counts_at and text.index("Monitor on:") > stamps_at
+    # The stamps' fieldset is the collapsible one.
+    (stamps,) = [f for f in re.findall(r"<fieldset[^>]*>.*?</fieldset>", body, re.S) if "Monitor stamps" in f]
+    assert re.match(r'<fieldset class="[^"]*\bcollapse\b', stamps)
+
+
+def page_text_of_body(body: str) -> str:
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", body)))

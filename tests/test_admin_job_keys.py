@@ -62,8 +62,9 @@ def test_each_job_page_shows_its_own_queues_job(admin_client, shared):
         response = admin_client.get(change_url(name, shared))
         assert response.status_code == 200
         assert response.context["original"].name == name
-        assert f'<pre class="pgboss-json">{{\n  &quot;queue&quot;: &quot;{name}&quot;\n}}</pre>' in (
-            response.content.decode()
+        assert (
+            f'<pre class="pgboss-json" tabindex="0">{{\n  &quot;queue&quot;: &quot;{name}&quot;\n}}</pre>'
+            in (response.content.decode())
         )
         assert f'name="_selected_action" value="{name}/{shared}"' in response.content.decode()
 

@@ -40,7 +40,7 @@ def test_schedules_are_listed_and_linked_from_the_queue_pages(admin_client, repo
     text = page_text(admin_client.get(LIST))
     # 03:00 in Paris is 02:00 UTC in winter; no job sent yet.
     assert (
-        'reports nightly cron 0 3 * * * Europe/Paris 2027-01-06 02:00:00 - skip { "kind": "nightly" } - '
+        'reports nightly cron 0 3 * * * Europe/Paris 2027-01-06 02:00:00 UTC - skip { "kind": "nightly" } - '
         in text
     )
     assert "Add schedule" in text
@@ -166,7 +166,9 @@ def test_warnings_are_read_only(admin_client):
     assert admin_client.get(reverse("admin:pgboss_warning_add")).status_code == 403
     (warning_id,) = rows("SELECT id FROM {s}.warning")[0]
     detail = admin_client.get(reverse("admin:pgboss_warning_change", args=[warning_id])).content.decode()
-    assert '<pre class="pgboss-json">{\n  &quot;queue&quot;: &quot;reports&quot;\n}</pre>' in detail
+    assert (
+        '<pre class="pgboss-json" tabindex="0">{\n  &quot;queue&quot;: &quot;reports&quot;\n}</pre>' in detail
+    )
 
 
 def test_schedules_have_their_own_row_on_the_admin_index(admin_client, staff_client):

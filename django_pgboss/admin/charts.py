@@ -194,22 +194,25 @@ def line_chart(
             f'<text x="{LEFT + plot_w / 2:.1f}" y="{TOP + plot_h / 2:.1f}" text-anchor="middle" '
             f'fill="#555">{escape(empty_message)}</text>'
         )
-    # The series: a (possibly broken) line, then a marker with a tooltip on every point.
-    for item in series:
+    # The series: a (possibly broken) line, then a marker with a tooltip on every point. Each
+    # series is drawn narrower than the one before, so where two coincide (as many created as
+    # completed) the earlier still shows on both sides of the later one.
+    for index, item in enumerate(series):
         style = item.style
         placed = [(x_of(t), None if v is None else y_of(v)) for t, v in item.points]
         dash = f' stroke-dasharray="{style.dash}"' if style.dash else ""
+        width = 2.5 + 2.5 * (len(series) - 1 - index)
         parts.append(f'<g class="pgboss-series" data-series="{escape(item.label)}">')
         for segment in _segments(placed):
             coordinates = " ".join(f"{x:.1f},{y:.1f}" for x, y in segment)
             parts.append(
                 f'<polyline points="{coordinates}" fill="none" stroke="{style.colour}" '
-                f'stroke-width="2.5"{dash} stroke-linejoin="round"/>'
+                f'stroke-width="{width:g}"{dash} stroke-linejoin="round"/>'
             )
         for (moment, value), (x, point_y) in zip(item.points, placed, strict=True):
             if value is None or point_y is None:
                 continue
-            tip = f"{item.label}: {format_number(value)} {item.unit} at {format_time(moment, span)}"
+            tip = f"{item.label}: {format_number(value)} {_unit(item.unit, value)} at {format_time(moment, span)}"
             parts.append(_marker(style.marker, x, point_y, style.colour, tip))
         parts.append("</g>")
     # Legend under the axis: a line sample with its marker, then the name.
@@ -229,6 +232,11 @@ def line_chart(
     return mark_safe("".join(parts))  # every interpolated text is escaped above
 
 
+def _unit(unit: str, value: float) -> str:
+    """``unit`` for ``value`` of it: "1 job", "2 jobs"."""
+    return unit[:-1] if value == 1 and unit.endswith("s") else unit
+
+
 def sparkline(values: Sequence[float | None], *, label: str) -> SafeString:
     """A small inline SVG line of ``values`` (oldest first), with ``label`` as its tooltip."""
     width, height, pad = 90, 24, 3
@@ -242,10 +250,14 @@ def sparkline(values: Sequence[float | None], *, label: str) -> SafeString:
         )
         for i, v in enumerate(values)
     ]
+    # A bucket with no neighbour (the monitor's passes on either side missing) is a dot: a
+    # polyline of one point draws nothing.
     lines = "".join(
         '<polyline points="{}" fill="none" stroke="#0072B2" stroke-width="2"/>'.format(
             " ".join(f"{x:.1f},{y:.1f}" for x, y in segment)
         )
+        if len(segment) > 1
+        else f'<circle cx="{segment[0][0]:.1f}" cy="{segment[0][1]:.1f}" r="2" fill="#0072B2"/>'
         for segment in _segments(placed)
     )
     baseline = f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#bbb"/>'

@@ -13,7 +13,6 @@ Permissions: ``pgboss.view_*`` for the pages; ``pgboss.retry_job``, ``cancel_job
 
 from __future__ import annotations
 
-import functools
 import json
 import uuid
 from typing import Any
@@ -28,15 +27,14 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from django_pgboss.admin import charts, request_checks
+from django_pgboss.admin import charts, job_display, request_checks
 from django_pgboss.admin.job_admin import JobKeyAdminMixin
 from django_pgboss.admin.job_keys import job_key, parse_job_key
-from django_pgboss.admin.views import flows, job_actions, lineage, purge, redrive, schedules
+from django_pgboss.admin.views import flows, job_actions, lineage, purge, redrive
 from django_pgboss.admin.views import throughput as throughput_views
-from django_pgboss.admin.views.common import pretty_json
 from django_pgboss.constants import JobState, QueuePolicy
 from django_pgboss.exceptions import PgBossError
-from django_pgboss.models import Job, Queue, QueueStats, Schedules, Warning
+from django_pgboss.models import Job, Queue, QueueStats, Warning
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -72,12 +70,6 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return super().changelist_view(request, extra_context)
 
 
-def _pretty(value: Any) -> str:
-    if value is None:
-        return "-"
-    return format_html('<pre class="pgboss-json">{}</pre>', pretty_json(value))
-
-
 @admin.register(Queue)
 class QueueAdmin(ReadOnlyAdmin):
     """Queues with their counts and last hour's throughput; each queue's page has its charts."""
@@ -96,6 +88,65 @@ class QueueAdmin(ReadOnlyAdmin):
     search_fields = ["name"]
     change_form_template = "admin/pgboss/queue/change_form.html"
     change_list_template = "admin/pgboss/queue/change_list.html"
+    # The queue row's thirty columns grouped: settings, counts, the monitor's bookkeeping folded.
+    fieldsets = [
+        (
+            "Settings",
+            {
+                "fields": [
+                    "name",
+                    "policy",
+                    "partition",
+                    "dead_letter",
+                    "retry_limit",
+                    "retry_delay",
+                    "retry_backoff",
+                    "retry_delay_max",
+                    "expire_seconds",
+                    "heartbeat_seconds",
+                    "retention_seconds",
+                    "deletion_seconds",
+                    "warning_queued",
+                    "notify",
+                    "table_name",
+                ]
+            },
+        ),
+        (
+            "Counts (the monitor's cache, as of its last pass)",
+            {
+                "fields": [
+                    "queued_count",
+                    "deferred_count",
+                    "ready_count",
+                    "active_count",
+                    "failed_count",
+                    "total_count",
+                    "singletons_active",
+                ]
+            },
+        ),
+        (
+            "Monitor stamps",
+            {
+                "classes": ["collapse"],
+                "description": "When the monitor last counted, swept and claimed this queue, and its last throughput delta.",
+                "fields": [
+                    "monitor_on",
+                    "maintain_on",
+                    "monitor_claim_on",
+                    "delta_on",
+                    "delta_seconds",
+                    "created_delta",
+                    "completed_delta",
+                    "failed_delta",
+                    "ready_history",
+                    "created_on",
+                    "updated_on",
+                ],
+            },
+        ),
+    ]
 
     class Media:
         css = {"all": ["pgboss/admin.css"]}
@@ -150,19 +201,26 @@ class QueueAdmin(ReadOnlyAdmin):
             vars(obj)["_pgboss_throughput"] = cached
         return cached
 
-    @admin.display(description="completed/min (1 h)")
+    @admin.display(description="completed/min, last hour")
     def throughput(self, obj: Queue) -> str:
-        """The rate over the last hour, then a sparkline of the completions per 5 minutes."""
+        """The rate over the time the monitor counted in the last hour (said when that is less
+        than the hour), then a sparkline of the completions per 5 minutes across the hour."""
         measured = self._throughput(obj)
         rate = measured.completed_per_minute
         text = "-" if rate is None else charts.format_number(round(rate, 2))
-        if not measured.completed:
+        if all(c is None for c in measured.completed):
             return text
         shown = ", ".join("-" if c is None else str(c) for c in measured.completed)
         line = charts.sparkline(
             measured.completed, label=f"{obj.name}: completed per 5 minutes, oldest first: {shown}"
         )
-        return format_html('<span class="pgboss-rate">{}</span> {}', text, line)
+        window = throughput_views.covered_label(measured.covered_seconds)
+        return format_html(
+            '<span class="pgboss-rate">{}</span> {}{}',
+            text,
+            line,
+            format_html('<span class="pgboss-window">{}</span>', window) if window else "",
+        )
 
     def get_urls(self) -> list:
         info = self.opts.app_label, self.opts.model_name
@@ -254,7 +312,7 @@ JOB_ACTION_PERMISSIONS = {
 
 
 @admin.register(Job)
-class JobAdmin(JobKeyAdminMixin, ReadOnlyAdmin):
+class JobAdmin(JobKeyAdminMixin, job_display.JobDisplayMixin, ReadOnlyAdmin):
     """Jobs: filter, search, read payload and output, and act on them through Boss.
 
     A job is named by its queue and id (admin/job_keys.py): two queues may hold one id.
@@ -264,25 +322,40 @@ class JobAdmin(JobKeyAdminMixin, ReadOnlyAdmin):
 
     # What an operator looks for first (state, why it failed, where it came from) comes first.
     list_display = [
-        "id",
+        "short_id",
         "name",
         "state",
-        "retry_count",
+        "retries",
         "output_summary",
         "came_from",
-        "created_on",
-        "completed_on",
+        "created",
+        "finished",
         "policy",
     ]
+    list_display_links = ["short_id"]
     list_filter = [QueueNameFilter, "state", PolicyFilter]
     search_fields = ["=id", "=singleton_key"]
-    search_help_text = "A job id, or a singleton key (exact)."
+    # The search hint is in this template, not search_help_text: axe-core reports the box Django
+    # ties that to (aria-describedby) as having no visible label (label-title-only, serious).
+    change_list_template = "admin/pgboss/job/change_list.html"
     # The job table can hold millions of rows: no date drill-down (it reads every row's date) and
     # no unfiltered total under the filtered count.
     show_full_result_count = False
     actions = ["retry_jobs", "cancel_jobs", "resume_jobs", "delete_jobs", "redrive_jobs"]
     change_form_template = "admin/pgboss/job/change_form.html"
-    readonly_fields = ["pretty_data", "pretty_output", "pretty_source_output"]
+    readonly_fields = [
+        "pretty_data",
+        "pretty_output",
+        "pretty_source_output",
+        "start_after_at",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "heartbeat_at",
+        "keep_until_at",
+        "source_created_at",
+        "went_to",
+    ]
     fieldsets = [
         (
             None,
@@ -309,14 +382,15 @@ class JobAdmin(JobKeyAdminMixin, ReadOnlyAdmin):
                     "retry_delay",
                     "retry_backoff",
                     "retry_delay_max",
-                    "start_after",
-                    "created_on",
-                    "started_on",
-                    "completed_on",
-                    "heartbeat_on",
+                    "start_after_at",
+                    "created_at",
+                    "started_at",
+                    "finished_at",
+                    "heartbeat_at",
                     "expire_seconds",
-                    "keep_until",
+                    "keep_until_at",
                     "dead_letter",
+                    "went_to",
                 ]
             },
         ),
@@ -327,7 +401,7 @@ class JobAdmin(JobKeyAdminMixin, ReadOnlyAdmin):
                     "source_name",
                     "source_id",
                     "source_root_id",
-                    "source_created_on",
+                    "source_created_at",
                     "source_retry_count",
                     "pretty_source_output",
                 ]
@@ -355,15 +429,7 @@ class JobAdmin(JobKeyAdminMixin, ReadOnlyAdmin):
 
     @admin.display(description="data")
     def pretty_data(self, obj: Job) -> str:
-        return _pretty(obj.data)
-
-    @admin.display(description="output")
-    def pretty_output(self, obj: Job) -> str:
-        return _pretty(obj.output)
-
-    @admin.display(description="source output")
-    def pretty_source_output(self, obj: Job) -> str:
-        return _pretty(obj.source_output)
+        return job_display.output_block(obj.data)
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str) -> tuple:
         term = search_term.strip()
@@ -508,6 +574,9 @@ class QueueStatsAdmin(ReadOnlyAdmin):
     list_display = ["name", "captured_on", "queued_count", "active_count", "completed_delta", "failed_delta"]
     list_filter = ["name"]
 
+    class Media:
+        css = {"all": ["pgboss/admin.css"]}
+
 
 @admin.register(Warning)
 class WarningAdmin(ReadOnlyAdmin):
@@ -523,52 +592,4 @@ class WarningAdmin(ReadOnlyAdmin):
 
     @admin.display(description="data")
     def pretty_data(self, obj: Warning) -> str:
-        return _pretty(obj.data)
-
-
-@admin.register(Schedules)
-class ScheduleAdmin(admin.ModelAdmin):
-    """Schedules, on the admin index beside queues and jobs: the list with each one's next run
-    and last job, add and change forms that preview the next runs, and delete. Every write goes
-    through boss.schedule() / boss.unschedule() (admin/views/schedules.py), never the ORM.
-
-    Registered for :class:`~django_pgboss.models.Schedules`, the admin's stand-in model (Django's
-    admin refuses the composite key of ``Schedule``): get_urls() replaces every ORM-backed view,
-    so the model only names the index row and the URLs.
-    """
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return self.has_view_permission(request)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.has_perm("pgboss.view_schedule") or self.has_change_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("pgboss.add_schedule")
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.has_perm("pgboss.change_schedule")
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.has_perm("pgboss.delete_schedule")
-
-    def get_urls(self) -> list:
-        # The pages address a schedule by (name, key) in the query string rather than by the
-        # composite primary key in the path, and none of them is Django's ORM-backed view. Each
-        # page has two names: the one the admin index reverses (from the stand-in model's name,
-        # pgboss_schedules_*) and pgboss_schedule_*, which the templates, the queue pages and
-        # links written before the stand-in model use.
-        info = self.opts.app_label, self.opts.model_name
-        wrap = self.admin_site.admin_view
-        pages = [
-            ("", "changelist", schedules.schedule_list_view),
-            ("add/", "add", schedules.schedule_add_view),
-            ("change/", "change", schedules.schedule_change_view),
-            ("delete/", "delete", schedules.schedule_delete_view),
-        ]
-        urls = []
-        for route, page, view in pages:
-            served = wrap(functools.partial(view, self))
-            urls.append(path(route, served, name=f"{info[0]}_{info[1]}_{page}"))
-            urls.append(path(route, served, name=f"{info[0]}_schedule_{page}"))
-        return urls
+        return job_display.output_block(obj.data)

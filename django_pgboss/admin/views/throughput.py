@@ -86,20 +86,45 @@ def per_minute(points: Sequence[StatsPoint], counter: str) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class Throughput:
-    """A queue's completions over the changelist's window: the rate and the per-bucket counts."""
+    """A queue's completions over the changelist's window: the rate, the seconds the monitor's
+    counting passes covered (what the rate is over), and the completions per bucket, one slot per
+    bucket of the window, oldest first (None where no snapshot fell)."""
 
     completed_per_minute: float | None
     completed: list[int | None]
+    covered_seconds: int = 0
 
 
 def queue_throughput(name: str, now: dt.datetime | None = None) -> Throughput:
     """Completed jobs per minute over the last hour, and per 5-minute bucket for the sparkline."""
     now = now or timezone.now()
-    points = boss.get_queue_stats(
-        name, start=now - THROUGHPUT_WINDOW, end=now, bucket_seconds=THROUGHPUT_BUCKET_SECONDS
+    start = now - THROUGHPUT_WINDOW
+    points = boss.get_queue_stats(name, start=start, end=now, bucket_seconds=THROUGHPUT_BUCKET_SECONDS)
+    counted = [p for p in points if p.completed_delta is not None and p.delta_seconds]
+    # Each bucket in its place on the hour, so the line has the hour's shape: buckets without a
+    # snapshot are gaps, not squeezed out (three busy buckets are not a line across the hour).
+    first = _bucket_start(start)
+    slots: list[int | None] = [None] * (int((now - first).total_seconds()) // THROUGHPUT_BUCKET_SECONDS + 1)
+    for point in points:
+        index = int((_bucket_start(point.captured_on) - first).total_seconds()) // THROUGHPUT_BUCKET_SECONDS
+        if 0 <= index < len(slots):
+            slots[index] = point.completed_delta
+    return Throughput(
+        per_minute(points, "completed_delta"), slots, sum(p.delta_seconds or 0 for p in counted)
     )
-    points = list(reversed(points))
-    return Throughput(per_minute(points, "completed_delta"), [p.completed_delta for p in points])
+
+
+def _bucket_start(moment: dt.datetime) -> dt.datetime:
+    epoch = int(moment.timestamp()) // THROUGHPUT_BUCKET_SECONDS * THROUGHPUT_BUCKET_SECONDS
+    return dt.datetime.fromtimestamp(epoch, tz=dt.UTC)
+
+
+def covered_label(seconds: int) -> str:
+    """How long the rate was measured over, when the monitor counted less than the whole window."""
+    if seconds >= THROUGHPUT_WINDOW.total_seconds() * 0.9:
+        return ""
+    minutes = max(1, round(seconds / 60))
+    return f"over the {minutes} min counted"
 
 
 def queue_charts_context(request: HttpRequest, name: str) -> dict[str, Any]:
@@ -111,6 +136,18 @@ def queue_charts_context(request: HttpRequest, name: str) -> dict[str, Any]:
         reversed(boss.get_queue_stats(name, start=start, end=end, bucket_seconds=chosen.bucket_seconds))
     )
     bucket = bucket_label(chosen.bucket_seconds)
+    # A range that is mostly empty (a queue whose history began ten minutes ago, seen over six
+    # hours) would squeeze every point against the right edge: the axis then starts one bucket
+    # before the first point, and the page says so.
+    axis_note = ""
+    if points:
+        first = points[0].captured_on - dt.timedelta(seconds=chosen.bucket_seconds)
+        if first - start > chosen.span * 0.5:
+            start = first
+            axis_note = (
+                f"The history starts at {timezone.localtime(points[0].captured_on):%Y-%m-%d %H:%M:%S %Z}: "
+                "the time axis begins there rather than at the start of the range."
+            )
     empty = "No history in this range yet: the monitor (manage.py pgboss_monitor) records it."
     throughput_chart = charts.line_chart(
         [
@@ -149,7 +186,9 @@ def queue_charts_context(request: HttpRequest, name: str) -> dict[str, Any]:
         "chart_range": chosen,
         "chart_bucket": bucket,
         "chart_timezone": timezone.get_current_timezone_name(),
-        "chart_points": list(reversed(points)),
+        # Oldest first, as the charts read left to right.
+        "chart_points": points,
+        "chart_axis_note": axis_note,
         "throughput_chart": throughput_chart,
         "gauge_chart": gauge_chart,
         "rates": [(label, None if rate is None else round(rate, 2)) for label, rate in rates],
