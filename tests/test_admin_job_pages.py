@@ -63,7 +63,7 @@ def test_times_show_seconds_and_the_zone_in_one_format(admin_client, failed_with
         rf"Ended on \(pg-boss's completed_on\):? {completed_on:%Y-%m-%d %H:%M:%S} UTC \(failed\)", text
     )
     listing = page_text(admin_client.get(JOBS, {"name": "payments"}))
-    assert "finished (completed, failed or cancelled)" in listing.lower()
+    assert "Came from Created Finished" in listing
     assert f"{created_on:%Y-%m-%d %H:%M:%S} UTC" in listing
     assert f"{completed_on:%Y-%m-%d %H:%M:%S} UTC (failed)" in listing
     # In the site's zone, named.

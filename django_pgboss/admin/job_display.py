@@ -138,7 +138,8 @@ class JobDisplayMixin(admin.ModelAdmin):
     def created(self, obj: Job) -> SafeString | str:
         return _two_lines(moment(obj.created_on))
 
-    @admin.display(description="finished (completed, failed or cancelled)", ordering="completed_on")
+    # "finished": the end of a completed, failed or cancelled job alike (ended() says which).
+    @admin.display(description="finished", ordering="completed_on")
     def finished(self, obj: Job) -> SafeString | str:
         return _two_lines(ended(obj))
 
