@@ -17,8 +17,10 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from django_pgboss.api.async_twins import AsyncTwins
 from django_pgboss.api.deadletters import DeadLetters, RedrivePreview, RedriveResult
 from django_pgboss.api.editing import PURGE_BATCH_SIZE, JobEditor
+from django_pgboss.api.event_loop import public_methods, refuse_in_event_loop
 from django_pgboss.api.events import EventStore
 from django_pgboss.api.flows import FlowGraph, FlowJob, FlowStore, RelatedJob
 from django_pgboss.api.indexes import reindex_commands
@@ -40,12 +42,16 @@ from django_pgboss.records import (
 )
 
 
-class Boss:
+@refuse_in_event_loop(public_methods)
+class Boss(AsyncTwins):
     """The job API for one database alias and one pg-boss schema.
 
     ``Boss()`` uses settings.PGBOSS (``DATABASE`` and ``SCHEMA``); ``Boss(using=..., schema=...)``
     addresses another, and ``Boss(context=...)`` runs on an existing database context. Instances
     are cheap and thread-safe: each call takes a cursor on the calling thread's Django connection.
+
+    Every method has an async twin, ``a`` + its name (``await boss.asend(...)``, api/async_twins.py),
+    and refuses to run on a running event loop, naming that twin (api/event_loop.py).
     """
 
     def __init__(

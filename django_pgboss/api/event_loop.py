@@ -1,0 +1,59 @@
+"""Boss's sync methods refuse to run on a running event loop, naming their async twin.
+
+Django raises SynchronousOnlyOperation ("You cannot call this from an async context - use a
+thread or sync_to_async.") when a database connection is touched from a thread that runs an
+event loop, because the call would block every coroutine of that loop. A Boss call there would
+hit the same error deep inside a cursor; this check raises it before any argument is read or any
+statement runs, and says what to call instead: ``await boss.asend(...)`` for ``boss.send(...)``.
+``DJANGO_ALLOW_ASYNC_UNSAFE``, Django's own switch for this check (a notebook, a shell), turns
+this one off too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.core.exceptions import SynchronousOnlyOperation
+
+C = TypeVar("C", bound=type)
+
+
+def public_methods(cls: type) -> list[str]:
+    """The public methods ``cls`` itself defines, in definition order: for Boss, every one of them
+    reaches the database, so each is guarded here and has an async twin (api/async_twins.py)."""
+    return [
+        name for name, member in vars(cls).items() if not name.startswith("_") and inspect.isfunction(member)
+    ]
+
+
+def refuse_in_event_loop(names: Callable[[type], list[str]]) -> Callable[[C], C]:
+    """A class decorator: each method ``names(cls)`` lists raises SynchronousOnlyOperation when
+    called on a thread with a running event loop, naming ``a<method>`` as the one to await."""
+
+    def decorate(cls: C) -> C:
+        for name in names(cls):
+            setattr(cls, name, _guarded(getattr(cls, name), f"{cls.__name__}.{name}", f"a{name}"))
+        return cls
+
+    return decorate
+
+
+def _guarded(method: Callable[..., Any], label: str, twin: str) -> Callable[..., Any]:
+    get_running_loop = asyncio._get_running_loop  # None off a loop; the public one raises instead
+
+    @functools.wraps(method)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        if get_running_loop() is not None and not os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE"):
+            raise SynchronousOnlyOperation(
+                f"{label}() was called from a running event loop, where a blocking database call "
+                f"would stall every coroutine: use `await boss.{twin}(...)` instead (or run the sync "
+                "call in a thread: sync_to_async)."
+            )
+        return method(*args, **kwargs)
+
+    return guarded
