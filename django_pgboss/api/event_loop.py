@@ -43,17 +43,29 @@ def refuse_in_event_loop(names: Callable[[type], list[str]]) -> Callable[[C], C]
     return decorate
 
 
+def refuse_on_running_loop(call: str, instead: str) -> None:
+    """Raise SynchronousOnlyOperation when the calling thread runs an event loop: ``call`` (what
+    was called, "Boss.send()") would block it; ``instead`` names what to await instead."""
+    if _get_running_loop() is not None and not os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE"):
+        raise SynchronousOnlyOperation(
+            f"{call} was called from a running event loop, where a blocking database call would "
+            f"stall every coroutine: use `{instead}` instead (or run the sync call in a thread: "
+            "sync_to_async)."
+        )
+
+
+# asyncio's own lookup, which answers None off a loop (the public get_running_loop() raises, and
+# raising costs more than this check on every sync call).
+_get_running_loop = asyncio._get_running_loop
+
+
 def _guarded(method: Callable[..., Any], label: str, twin: str) -> Callable[..., Any]:
-    get_running_loop = asyncio._get_running_loop  # None off a loop; the public one raises instead
+    call, instead = f"{label}()", f"await boss.{twin}(...)"
 
     @functools.wraps(method)
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        if get_running_loop() is not None and not os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE"):
-            raise SynchronousOnlyOperation(
-                f"{label}() was called from a running event loop, where a blocking database call "
-                f"would stall every coroutine: use `await boss.{twin}(...)` instead (or run the sync "
-                "call in a thread: sync_to_async)."
-            )
+        if _get_running_loop() is not None:
+            refuse_on_running_loop(call, instead)
         return method(*args, **kwargs)
 
     return guarded

@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, cast
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
@@ -43,6 +44,7 @@ from django.utils.module_loading import import_string
 
 from django_pgboss import signals
 from django_pgboss.api.boss import Boss
+from django_pgboss.api.event_loop import refuse_on_running_loop
 from django_pgboss.arguments import job_payload
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.arguments import queue_options as validate_queue_options
@@ -195,8 +197,10 @@ class PgBossBackend(BaseTaskBackend):
 
         Raises InvalidTask for a task this backend cannot run, JobDataNotSerializable when an
         argument cannot be stored as JSON, and TaskNotEnqueued when the queue's policy or the
-        task's singleton settings dropped the job; nothing is written in those cases.
+        task's singleton settings dropped the job; nothing is written in those cases. From a
+        running event loop, await ``task.aenqueue()`` instead (SynchronousOnlyOperation says so).
         """
+        refuse_on_running_loop(f"enqueue() of task {task.module_path}", "await task.aenqueue(...)")
         result, data, options = self.prepare(task, args, kwargs)
         if self._send(task.queue_name, data, options) is None:
             raise TaskNotEnqueued(
@@ -248,6 +252,11 @@ class PgBossBackend(BaseTaskBackend):
             options["start_after"] = task.run_after
         return result, data, options
 
+    async def aenqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        """enqueue() for async code, on the path Boss's async twins take (api/async_twins.py):
+        Django's thread-sensitive sync_to_async, so the job joins a transaction opened there."""
+        return await sync_to_async(self.enqueue, thread_sensitive=True)(task, args, kwargs)
+
     def _send(self, queue: str, data: dict[str, Any], options: dict[str, Any]) -> str | None:
         try:
             return self.boss.send(queue, data, **options)
@@ -279,6 +288,7 @@ class PgBossBackend(BaseTaskBackend):
         Raises TaskResultDoesNotExist for an id that is not the id of a task job in one of this
         backend's queues (jobs are deleted after their queue's retention and deletion periods).
         """
+        refuse_on_running_loop("get_result() of the tasks backend", "await backend.aget_result(...)")
         try:
             job_id = str(uuid.UUID(str(result_id)))
         except ValueError:
@@ -293,6 +303,10 @@ class PgBossBackend(BaseTaskBackend):
         if job is None or not _is_task_data(job.data):
             raise TaskResultDoesNotExist(result_id)
         return self._result(job)
+
+    async def aget_result(self, result_id: str) -> TaskResult:
+        """get_result() for async code, on Django's thread-sensitive path (see aenqueue())."""
+        return await sync_to_async(self.get_result, thread_sensitive=True)(result_id)
 
     def _result(self, job: Job) -> TaskResult:
         status = STATUSES[job.state or "created"]
