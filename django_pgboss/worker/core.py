@@ -33,6 +33,10 @@ from django_pgboss.worker.settler import SettleItem
 
 logger = logging.getLogger("django_pgboss.worker")
 
+#: How a handler call ended: ("result", its return value), ("error", what it raised), or
+#: ("deadline", the output its job fails with: an async handler cancelled at the job's deadline).
+Outcome = tuple[str, Any]
+
 
 @dataclass
 class WorkerStats:

@@ -17,7 +17,14 @@ from django_pgboss.observability import tracing
 from django_pgboss.observability.logs import job_extra
 from django_pgboss.records import Job
 from django_pgboss.worker import events, transactional
-from django_pgboss.worker.core import QueueState, WorkerCore, close_old_connections_quietly, job_ids, logger
+from django_pgboss.worker.core import (
+    Outcome,
+    QueueState,
+    WorkerCore,
+    close_old_connections_quietly,
+    job_ids,
+    logger,
+)
 from django_pgboss.worker.outcomes import THREAD_DIED_OUTPUT
 from django_pgboss.worker.results import settle_items
 from django_pgboss.worker.settler import SettleItem
@@ -156,36 +163,76 @@ class HandlerThreads(WorkerCore):
         finally:
             state.last_job_ended_at = time.time()
             close_old_connections_quietly()
-            thread = threading.current_thread()
-            with self._lock:
-                late = thread in self._detached
-                if not late:
+            self._release_unit(state, name, jobs, settles, threading.current_thread())
+
+    def _finish_unit(self, state: QueueState, name: str, jobs: list[Job], outcome: Outcome | None) -> None:
+        """An async unit ended on a slot of the event loop (worker/async_runner.py): its outcome is
+        settled as a handler thread's would be, and its slot freed."""
+        state.last_job_ended_at = time.time()
+        if outcome is not None and outcome[0] == "error":
+            state.last_error, state.last_error_at = outcome[1], time.time()
+        self._release_unit(state, name, jobs, self._settles_for(name, jobs, outcome), None)
+
+    def _settles_for(self, name: str, jobs: list[Job], outcome: Outcome | None) -> list[SettleItem]:
+        """The settle requests for an async unit's outcome: ("result", value) as settle_items()
+        reads it (worker/results.py), ("error", exception) and ("deadline", output) fail its jobs,
+        and None (a unit cancelled at a stop, or whose claim was lost) settles nothing."""
+        if outcome is None:
+            return []
+        kind, value = outcome
+        if kind == "result":
+            return settle_items(self._queues[name].registration, name, jobs, value)
+        if kind == "error":
+            logger.info(
+                "job(s) %s of %s failed: %s: %s",
+                job_ids(jobs),
+                name,
+                type(value).__name__,
+                value,
+                extra=job_extra(name, jobs),
+            )
+        return [("fail", name, jobs, value)]
+
+    def _release_unit(
+        self,
+        state: QueueState,
+        name: str,
+        jobs: list[Job],
+        settles: list[SettleItem],
+        thread: threading.Thread | None,
+    ) -> None:
+        """A unit ended, on handler ``thread`` or (None) on a slot of the event loop: hand its
+        settles to the settler and free its slot."""
+        with self._lock:
+            late = thread is not None and thread in self._detached
+            if not late:
+                if thread is not None:
                     self._current.pop(thread, None)
                     self._current_since.pop(thread, None)
-                    state.free += 1
-                    for job in jobs:
-                        state.release(job.id)
-                # Handed to the settler only now, and under the lock: settled before it was
-                # counted, the result would leave the queue undrained for ever; settled before
-                # the job left in_flight, its retry could be claimed under the same id and then
-                # dropped from in_flight; and a stop that finds in_flight empty must find the
-                # result already queued ahead of its own stop marker. A late result (its unit
-                # was failed at the deadline) goes the same way, to the attempt fence, which
-                # refuses it: the attempt it names is no longer active.
-                state.unsettled += len(settles)
-                for settle in settles:
-                    self._settle_queue.put(settle)
-                self._lock.notify_all()
-            if late:
-                logger.warning(
-                    "job(s) %s of %s: the handler ended after the deadline its jobs were failed at; "
-                    "its result goes to the attempt fence, which refuses it",
-                    job_ids(jobs),
-                    name,
-                )
-            state.wake.set()
-            if self.max_jobs is not None and self._claimed_total >= self.max_jobs:
-                self._stop_when_idle()
+                state.free += 1
+                for job in jobs:
+                    state.release(job.id)
+            # Handed to the settler only now, and under the lock: settled before it was
+            # counted, the result would leave the queue undrained for ever; settled before
+            # the job left in_flight, its retry could be claimed under the same id and then
+            # dropped from in_flight; and a stop that finds in_flight empty must find the
+            # result already queued ahead of its own stop marker. A late result (its unit
+            # was failed at the deadline) goes the same way, to the attempt fence, which
+            # refuses it: the attempt it names is no longer active.
+            state.unsettled += len(settles)
+            for settle in settles:
+                self._settle_queue.put(settle)
+            self._lock.notify_all()
+        if late:
+            logger.warning(
+                "job(s) %s of %s: the handler ended after the deadline its jobs were failed at; "
+                "its result goes to the attempt fence, which refuses it",
+                job_ids(jobs),
+                name,
+            )
+        state.wake.set()
+        if self.max_jobs is not None and self._claimed_total >= self.max_jobs:
+            self._stop_when_idle()
 
     def _settled(self, name: str, units: int) -> None:
         """The settler's report that ``units`` handler results of ``name`` are written."""

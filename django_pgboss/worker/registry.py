@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import inspect
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction
 from django.utils.module_loading import autodiscover_modules
 
 from django_pgboss import arguments
@@ -18,6 +20,15 @@ Handler = Callable[[Any], Any]
 
 #: The longest transaction timeout PostgreSQL can enforce (its timeouts are int4 milliseconds).
 MAX_TRANSACTION_TIMEOUT_SECONDS = arguments.INT4_MAX // 1000
+
+
+def is_async_handler(handler: Any) -> bool:
+    """Whether ``handler`` is an ``async def`` function, or an object whose ``__call__`` is one."""
+    if iscoroutinefunction(handler):
+        return True
+    if inspect.isroutine(handler) or not callable(handler):
+        return False
+    return iscoroutinefunction(type(handler).__call__)
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,11 @@ class Registration:
     per_job_results: bool = False
     transactional: bool = False
     transaction_timeout_seconds: int | None = None
+
+    @property
+    def is_async(self) -> bool:
+        """Whether the handler is an ``async def``, run on the worker's event loop (worker/async_runner.py)."""
+        return is_async_handler(self.handler)
 
     @property
     def label(self) -> str:
@@ -127,6 +143,16 @@ def validated(registration: Registration) -> Registration:
             f"transactional cannot be combined with per_job_results (queue {registration.queue!r}): "
             "one transaction commits or rolls back the whole batch, so its jobs cannot end apart"
         )
+    if registration.transactional and registration.is_async:
+        # The transaction is the worker thread's, around a sync call; an async handler's ORM
+        # calls run on its job's own thread (worker/async_runner.py), outside that transaction.
+        raise InvalidOption(
+            f"an async handler cannot be transactional=True (queue {registration.queue!r}, "
+            f"{registration.label}): the handler and its job's completion share one transaction on "
+            "the worker thread's connection, which a coroutine's ORM calls do not use; write a sync "
+            "def handler, or open the transaction inside the coroutine with a sync_to_async-wrapped "
+            "atomic() block"
+        )
     return registration
 
 
@@ -196,6 +222,13 @@ def work(
         )
         with _lock:
             existing = _registry.get(queue)
+            if existing is not None and existing.is_async != registration.is_async:
+                kinds = ("an async", "a sync") if existing.is_async else ("a sync", "an async")
+                raise InvalidOption(
+                    f"queue {queue!r} already has {kinds[0]} handler, {existing.label}; {kinds[1]} "
+                    f"handler, {registration.label}, cannot share it: a queue's handlers are all sync "
+                    "or all async (give the other one a queue of its own)"
+                )
             if existing is not None and existing.label != registration.label:
                 raise InvalidOption(
                     f"queue {queue!r} already has a handler, {existing.label}; {registration.label} cannot take it too"

@@ -10,7 +10,8 @@ it was fetched as). Queues with notify wake their loop through a LISTEN connecti
 also polls, which covers queues without notify and any notification lost in a reconnect.
 
 This module is the short loop that starts and watches the parts, each in its own module: the
-fetch loops (worker/fetching.py), the handler threads (worker/handlers.py), the heartbeats
+fetch loops (worker/fetching.py), the handler threads (worker/handlers.py), the async queues'
+slots on the worker's event loop (worker/async_handlers.py, worker/async_runner.py), the heartbeats
 (worker/heartbeats.py), the deadlines (worker/deadlines.py), the settler (worker/settler.py) and
 the stop (worker/shutdown.py), over the state they share (worker/core.py).
 
@@ -112,6 +113,8 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
         self._created_at = time.time()
         self._listener = None
         self._claimed_total = 0
+        self._loop = None
+        self._async_queues = {}
 
     def run(self) -> WorkerStats:
         """Work until stop() (or, bursting, until every queue is empty); returns the stats."""
@@ -129,6 +132,10 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
                 registration, notify=infos[registration.queue].notify
             )
         for name, state in self._queues.items():
+            if state.registration.is_async:
+                # An async def handler: slots on the worker's event loop, not threads.
+                self._start_async(state)
+                continue
             for index in range(state.registration.concurrency):
                 self._spawn_handler(state, f"pgboss-handler-{name}-{index}")
         notify_queues = [name for name, info in infos.items() if info.notify]

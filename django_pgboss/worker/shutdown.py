@@ -10,14 +10,15 @@ from django.db import connections
 
 from django_pgboss.cancellation import SHUTDOWN
 from django_pgboss.records import Job
+from django_pgboss.worker.async_handlers import AsyncHandlers
 from django_pgboss.worker.core import logger
-from django_pgboss.worker.handlers import HandlerThreads
 from django_pgboss.worker.outcomes import SHUTDOWN_OUTPUT, UNSTARTED_OUTPUT
 
 
-class Shutdown(HandlerThreads):
+class Shutdown(AsyncHandlers):
     """The end of Worker.run(). It builds on the handler threads: a thread that died during the
-    grace period holds jobs nobody runs, which are failed at once rather than waited for."""
+    grace period holds jobs nobody runs, which are failed at once rather than waited for; and on
+    the async queues' slots, whose units still running past the grace period it cancels."""
 
     def _shutdown(self) -> None:
         self._stopping.set()
@@ -55,6 +56,7 @@ class Shutdown(HandlerThreads):
         for state in self._queues.values():
             for _ in range(state.registration.concurrency):
                 state.work.put(None)
+        self._stop_async(cancel=any(leftovers.get(name) for name in self._async_queues))
         if self._listener is not None:
             self._listener.stop()
         for thread in self._threads:

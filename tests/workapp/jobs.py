@@ -128,3 +128,29 @@ def perjob(jobs):
             results.append({"id": job.id, "status": "deadletter", "output": {"why": "poison"}})
     results.append(JobResult.completed("00000000-0000-4000-8000-000000000000", {"stranger": True}))
     return results
+
+
+# -- async handlers (worker/async_runner.py) ---------------------------------------------------
+
+
+@work("aslow", concurrency=3, polling_interval_seconds=0.2)
+async def aslow(job):
+    """An async handler that sleeps on the worker's event loop, noting its start and end."""
+    import asyncio
+
+    _note(job, "start")
+    await asyncio.sleep(job.data.get("sleep", 0))
+    _note(job, "end")
+    return {"slept": job.data.get("sleep", 0), "pid": os.getpid()}
+
+
+@work("aorm", concurrency=4, polling_interval_seconds=0.2)
+async def aorm(job):
+    """An async handler using Django's async ORM and Boss's async twins."""
+    from django.contrib.auth.models import User
+
+    from django_pgboss import boss
+
+    await User.objects.acreate(username=job.data["username"])
+    follow_up = await boss.asend("echo", {"after": job.data["username"]})
+    return {"users": await User.objects.filter(username__startswith="async-").acount(), "sent": follow_up}

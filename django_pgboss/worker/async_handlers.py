@@ -1,0 +1,86 @@
+"""The worker's part for async queues: their slots on its one event loop (worker/async_runner.py
+says how they run), started with the worker and ended by its stop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django_pgboss.cancellation import DEADLINE
+from django_pgboss.records import Job
+from django_pgboss.worker.async_runner import AsyncQueue, EventLoopThread
+from django_pgboss.worker.core import Outcome, QueueState, job_ids, logger
+from django_pgboss.worker.deadlines import deadline_output
+from django_pgboss.worker.handlers import HandlerThreads
+
+
+class AsyncHandlers(HandlerThreads):
+    """An async queue's ``concurrency`` slots in place of its handler threads. A unit's end goes
+    through the handler threads' _finish_unit(), and a deadline is the deadline thread's
+    (worker/deadlines.py): the same settles, fences, outputs, signals and stats."""
+
+    # Set up by Worker.__init__: the loop is started by the first async queue.
+    _loop: EventLoopThread | None
+    _async_queues: dict[str, AsyncQueue]
+
+    def _start_async(self, state: QueueState) -> None:
+        if self._loop is None:
+            self._loop = EventLoopThread()
+            self._loop.start()
+        runner = AsyncQueue(state, self._loop, _Host(self, state))
+        self._async_queues[state.registration.queue] = runner
+        runner.start()
+
+    def _stop_async(self, *, cancel: bool) -> None:
+        """End the slots, cancelling the units still running when ``cancel`` (the grace period is
+        over: their jobs went back to the queue), then the loop."""
+        if self._loop is None:
+            return
+        if cancel:
+            for name, runner in self._async_queues.items():
+                cancelled = runner.cancel_running()
+                if cancelled:
+                    logger.warning(
+                        "stopping: cancelled %d async handler(s) of %s still running", cancelled, name
+                    )
+        for runner in self._async_queues.values():
+            runner.join(timeout=5 if cancel else 30)
+        self._loop.stop()
+
+
+class _Host:
+    """The worker as one async queue's slots see it (async_runner.AsyncHost)."""
+
+    def __init__(self, worker: Any, state: QueueState) -> None:
+        self.worker = worker
+        self.state = state
+
+    def finish(self, name: str, jobs: list[Job], outcome: Outcome | None) -> None:
+        self.worker._finish_unit(self.state, name, jobs, outcome)
+
+    def deadline(self, jobs: list[Job]) -> float | None:
+        with self.worker._lock:
+            moments = [self.state.deadlines[job.id] for job in jobs if job.id in self.state.deadlines]
+        return max(moments) if moments else None
+
+    def expired(self, name: str, jobs: list[Job]) -> None:
+        # As the deadline thread fails a thread's unit: fenced, its place freed, then the signals.
+        seconds = max(job.expire_in_seconds for job in jobs)
+        self.worker._finish_unit(self.state, name, jobs, ("deadline", deadline_output(seconds)))
+        self.worker.stats.add(deadlines=1)
+        logger.warning(
+            "job(s) %s of %s passed their deadline (%gs): failed so they retry, their coroutine cancelled",
+            job_ids(jobs),
+            name,
+            seconds,
+        )
+        self.worker._cancel(
+            name, jobs, DEADLINE, f"the job passed its deadline (expire_in_seconds {seconds})"
+        )
+
+    def abandoned(self, name: str, jobs: list[Job]) -> None:
+        self.worker.stats.add(abandoned=1)
+        logger.error(
+            "an async handler of %s ignored the cancellation of job(s) %s: abandoned it (left running)",
+            name,
+            job_ids(jobs),
+        )

@@ -1,0 +1,337 @@
+"""Async handlers: ``@work`` on an ``async def`` runs on one event loop of the worker's own.
+
+Why one loop per worker process, on a thread of its own: a coroutine costs a little memory, not
+a thread, so one loop carries every async queue's ``concurrency`` coroutines at once, as one ASGI
+server loop carries every request of a process. A loop per queue would buy isolation only from a
+handler that blocks its loop (a sync call where an ``await`` belongs), and that is a bug to fix in
+the handler, not to be hidden by more loops; the sync API says so when it happens (Boss's calls
+raise SynchronousOnlyOperation on a running loop, naming their twin). The main thread stays
+free for the command's signal handlers, and the fetch loops, the settler and the heartbeat stay
+the threads they are for sync queues: an async queue differs only in who runs its claimed units.
+
+Each async queue has ``concurrency`` slots on the loop. A slot is a coroutine that takes one
+claimed unit at a time (a job, or a list with ``batch=True``), awaits the handler, and hands the
+outcome to the worker exactly as a handler thread does: the same batched settles, per-job
+results, fences, stats and stop.
+
+Cancellation is the threaded handlers' design (worker/deadlines.py), with what a coroutine allows
+on top: it can be cancelled. At the unit's deadline (its claim plus the longest
+``expire_in_seconds`` of its jobs) the worker fails the attempt (JobDeadlineExceeded, fenced),
+frees the slot's place in the queue and sets the jobs' ``job.signal``; whenever a job's signal is
+set (that deadline, a heartbeat that finds the claim gone, the end of a stop's grace period) its
+coroutine is cancelled. A coroutine that swallows the cancellation and runs on for longer than
+ABANDON_GRACE_SECONDS is abandoned: left running, counted and logged, and its slot takes the next
+unit. A bridge thread per queue moves a
+unit from the queue's buffer to the loop only when a slot is free, so units no slot has started
+stay in the buffer, where a stop puts them back uncharged, as it does for threaded queues.
+
+The async ORM inside a handler: Django runs a coroutine's ORM calls through
+``sync_to_async(thread_sensitive=True)``. Every job runs in a ``ThreadSensitiveContext``, as
+Django's ASGI handler runs each request in one, so one job's queries run on one thread and
+connection, never interleaved with another job's. Where asgiref lets a context be given its
+executor (3.13 and later), each slot keeps one thread for all its jobs, so its connection is
+reused as a handler thread's is (closed when obsolete, after each job, as Django does after a
+request); with an older asgiref, each job gets a thread that ends with it, its connection closed.
+
+A stop gives running coroutines the grace period; those still running at its end are cancelled
+(their jobs have gone back to the queue by then, as a threaded handler's do), and so are all of
+them at once on a second signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import inspect
+import logging
+import threading
+from collections.abc import Callable
+from functools import partial
+from typing import Any, Protocol
+
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.db import close_old_connections, connections
+
+from django_pgboss.cancellation import DEADLINE
+from django_pgboss.records import Job
+
+#: How long a coroutine cancelled at its deadline may go on before its slot leaves it running.
+ABANDON_GRACE_SECONDS = 1.0
+
+Unit = tuple[str, list[Job]]
+
+
+class AsyncHost(Protocol):
+    """What a queue's slots need from the worker (worker/async_handlers.py)."""
+
+    def finish(self, name: str, jobs: list[Job], outcome: tuple[str, Any] | None) -> None:
+        """A unit ended: settle ``outcome`` (None: nothing to settle) and free its place."""
+
+    def deadline(self, jobs: list[Job]) -> float | None:
+        """When the unit must be done by (time.monotonic(), which is the loop's clock), or None."""
+
+    def expired(self, name: str, jobs: list[Job]) -> None:
+        """The unit passed its deadline: fail its attempt, free its place, set its jobs' signals."""
+
+    def abandoned(self, name: str, jobs: list[Job]) -> None:
+        """A coroutine ignored its cancellation past ABANDON_GRACE_SECONDS: count and log it."""
+
+
+logger = logging.getLogger("django_pgboss.worker")
+
+
+# asgiref 3.13 lets a ThreadSensitiveContext run on an executor the caller keeps (one per slot).
+_CONTEXT_TAKES_EXECUTOR = "executor" in inspect.signature(ThreadSensitiveContext.__init__).parameters
+
+
+class EventLoopThread:
+    """The worker's event loop, run forever on a thread of its own until stop()."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="pgboss-asyncio", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            pending = [task for task in asyncio.all_tasks(self.loop) if not task.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+    def submit(self, coroutine: Any) -> concurrent.futures.Future[Any]:
+        """Run ``coroutine`` on the loop; returns a future the calling thread may wait on."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def call(self, callback: Callable[..., Any], *args: Any) -> None:
+        self.loop.call_soon_threadsafe(callback, *args)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout)
+
+
+class AsyncQueue:
+    """One async queue's ``concurrency`` slots on the worker's loop, fed from its buffer of
+    claimed units by a bridge thread, one unit per free slot."""
+
+    def __init__(self, state: Any, loop: EventLoopThread, host: AsyncHost) -> None:
+        self.state = state
+        self.registration = state.registration
+        self.loop = loop
+        self.host = host
+        self.concurrency = self.registration.concurrency
+        # Free slots, counted on the bridge's side: a unit leaves the buffer only for a free slot.
+        self._free = threading.Semaphore(self.concurrency)
+        self._units: asyncio.Queue[Unit | None] | None = None
+        self._slots: list[asyncio.Task[None]] = []
+        self._running: dict[asyncio.Task[None], Unit] = {}
+        # Why each cancelled unit was cancelled (a job signal's reason), and the units failed at
+        # their deadline, whose end is no longer theirs to settle.
+        self._reasons: dict[asyncio.Task[None], str] = {}
+        self._expired: set[asyncio.Task[None]] = set()
+        # What wakes a slot whose unit ignores its cancellation (see _give_up()).
+        self._abandon: dict[asyncio.Task[None], asyncio.Future[None]] = {}
+        self._bridge = threading.Thread(
+            target=self._bridge_loop, name=f"pgboss-async-{self.registration.queue}", daemon=True
+        )
+
+    # -- lifecycle (called from the worker's threads) ------------------------------------------
+
+    def start(self) -> None:
+        self.loop.submit(self._start_slots()).result()
+        self._bridge.start()
+
+    async def _start_slots(self) -> None:
+        self._units = asyncio.Queue()
+        for index in range(self.concurrency):
+            name = f"pgboss-async-{self.registration.queue}-{index}"
+            self._slots.append(asyncio.get_running_loop().create_task(self._slot(name), name=name))
+
+    def cancel_running(self) -> int:
+        """Cancel every unit still running (a stop past its grace period); returns how many."""
+        return self.loop.submit(self._cancel_running()).result(timeout=10)
+
+    async def _cancel_running(self) -> int:
+        tasks = [task for task in self._running if not task.done()]
+        for task in tasks:
+            task.cancel()
+        return len(tasks)
+
+    def join(self, timeout: float) -> None:
+        """Wait for the slots to end (after the buffer's stop markers or a cancel)."""
+        # The bridge may be waiting for a free slot that a cancelled unit will not give back.
+        for _ in range(self.concurrency + 1):
+            self._free.release()
+        self._bridge.join(timeout)
+        future = self.loop.submit(self._wait_slots(timeout))
+        try:
+            future.result(timeout + 1)
+        except (concurrent.futures.TimeoutError, TimeoutError):
+            logger.warning("async handlers of %s did not end within %.0fs", self.registration.queue, timeout)
+
+    async def _wait_slots(self, timeout: float) -> None:
+        assert self._units is not None
+        for _ in self._slots:
+            self._units.put_nowait(None)
+        _done, pending = await asyncio.wait(self._slots, timeout=timeout)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=1)
+
+    # -- the bridge: buffer -> loop, one unit per free slot -------------------------------------
+
+    def _bridge_loop(self) -> None:
+        work = self.state.work
+        while True:
+            self._free.acquire()
+            unit = work.get()
+            if unit is None:
+                return
+            self.loop.call(self._hand_over, unit)
+
+    def _hand_over(self, unit: Unit) -> None:
+        assert self._units is not None
+        self._units.put_nowait(unit)
+
+    # -- the slots (on the loop) ---------------------------------------------------------------
+
+    async def _slot(self, name: str) -> None:
+        assert self._units is not None
+        loop = asyncio.get_running_loop()
+        executor = self._executor(name)
+        try:
+            while True:
+                unit = await self._units.get()
+                if unit is None:
+                    return
+                try:
+                    abandoned = await self._one_unit(loop, unit, executor)
+                finally:
+                    self._free.release()
+                if abandoned and executor is not None:
+                    # The abandoned coroutine keeps the old thread (and its connection): the
+                    # slot's next jobs must not share either with it.
+                    executor.shutdown(wait=False)
+                    executor = self._executor(name)
+        finally:
+            if executor is not None:
+                # The slot's thread keeps its Django connection between jobs; it closes it now.
+                executor.submit(connections.close_all)
+                executor.shutdown(wait=False)
+
+    @staticmethod
+    def _executor(name: str) -> concurrent.futures.ThreadPoolExecutor | None:
+        """The slot's one thread for its jobs' thread-sensitive calls (asgiref 3.13 and later)."""
+        if not _CONTEXT_TAKES_EXECUTOR:
+            return None
+        return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+
+    async def _one_unit(self, loop: asyncio.AbstractEventLoop, unit: Unit, executor: Any) -> bool:
+        """Run one unit to its end; True when it was abandoned (still running, left behind)."""
+        name, jobs = unit
+        task = loop.create_task(self._run(unit, executor))
+        self._running[task] = unit
+        # A job's signal, set by whoever sets it (the deadline below, the heartbeat's lost claim,
+        # the stop), cancels the coroutine.
+        removers = [job.signal.add_callback(partial(self._signalled, task)) for job in jobs]
+        deadline = self.host.deadline(jobs)
+        timer = None if deadline is None else loop.call_at(deadline, self._deadline_passed, task, unit)
+        abandon: asyncio.Future[None] = loop.create_future()
+        self._abandon[task] = abandon
+        try:
+            await asyncio.wait({task, abandon}, return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                return False
+            # Cancelled at its deadline, and still running: leave it, and take the next unit.
+            self.host.abandoned(name, jobs)
+            return True
+        except asyncio.CancelledError:
+            task.cancel()  # the slot itself is cancelled: the loop is going away
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+            for remove in removers:
+                remove()
+            self._running.pop(task, None)
+            self._reasons.pop(task, None)
+            self._expired.discard(task)
+            self._abandon.pop(task, None)
+            if not abandon.done():
+                abandon.cancel()
+
+    def _signalled(self, task: asyncio.Task[None], reason: str) -> None:
+        # Runs in the thread that set the signal.
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs any more
+            self.loop.call(self._cancel_task, task, reason)
+
+    def _cancel_task(self, task: asyncio.Task[None], reason: str) -> None:
+        if not task.done():
+            self._reasons.setdefault(task, reason)
+            task.cancel()
+
+    def _deadline_passed(self, task: asyncio.Task[None], unit: Unit) -> None:
+        if task.done():
+            return
+        self._expired.add(task)
+        self.host.expired(*unit)  # fails the attempt, frees its place, sets the jobs' signals
+        self._cancel_task(task, DEADLINE)
+        asyncio.get_running_loop().call_later(ABANDON_GRACE_SECONDS, self._give_up, task)
+
+    def _give_up(self, task: asyncio.Task[None]) -> None:
+        abandon = self._abandon.get(task)
+        if abandon is not None and not abandon.done() and not task.done():
+            abandon.set_result(None)
+
+    async def _run(self, unit: Unit, executor: Any) -> None:
+        name, jobs = unit
+        registration = self.registration
+        outcome: tuple[str, Any] | None = None
+        task = asyncio.current_task()
+        try:
+            context = (
+                ThreadSensitiveContext(executor=executor)
+                if executor is not None
+                else ThreadSensitiveContext()
+            )
+            async with context:
+                try:
+                    value = await registration.handler(jobs if registration.batch else jobs[0])
+                finally:
+                    # Django's request_finished habit: the job's thread drops an obsolete
+                    # connection (or, with a thread per job, every connection it opened).
+                    closing = close_old_connections if executor is not None else connections.close_all
+                    await asyncio.shield(sync_to_async(_quietly(closing), thread_sensitive=True)())
+            outcome = ("result", value)
+        except asyncio.CancelledError:
+            # Cancelled through a job's signal or by a stop: nothing of it is settled here (at the
+            # deadline the worker failed the attempt; a lost claim or a stop put the job back).
+            outcome = None
+        except BaseException as exc:
+            # As for a handler thread: however a handler ends, it is the job's failure.
+            outcome = ("error", exc)
+        finally:
+            if task not in self._expired:
+                self.host.finish(name, jobs, outcome)
+
+
+def _quietly(close: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            close()
+        except Exception:
+            logger.warning("closing an old database connection failed", exc_info=True)
+
+    return run

@@ -1,0 +1,314 @@
+"""Async handlers: ``@work`` on an ``async def`` runs on the worker's event loop, ``concurrency``
+coroutines at once, with heartbeats, deadlines (the coroutine is cancelled), batched settles and
+the threaded handlers' stop, in process and as a real ``manage.py pgboss_work`` process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import threading
+import time
+
+import pytest
+from django.contrib.auth.models import User
+
+from django_pgboss import boss
+from django_pgboss.exceptions import InvalidOption
+from django_pgboss.worker import registry
+from django_pgboss.worker.registry import Registration, work
+from django_pgboss.worker.runner import Worker
+from tests.helpers import job_row, rows
+from tests.test_worker import marker_lines, start_worker, states, wait_for
+from tests.workapp import jobs as workapp_jobs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def in_process(*registrations: Registration, **options) -> tuple[Worker, threading.Thread]:
+    worker = Worker(list(registrations), **options)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    return worker, thread
+
+
+def test_async_handlers_run_concurrency_coroutines_at_once_on_one_loop_thread():
+    boss.create_queue("a")
+    ids = boss.insert("a", [{"data": {"n": n}} for n in range(40)], return_ids=True)
+    running, peak, threads = 0, 0, set()
+
+    async def handler(job):
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        threads.add(threading.current_thread().name)
+        await asyncio.sleep(0.05)
+        running -= 1
+        return {"n": job.data["n"], "loop": asyncio.get_running_loop().is_running()}
+
+    Worker([Registration("a", handler, concurrency=10, batch_size=10)], burst=True).run()
+    assert states() == {"completed": 40}
+    assert peak == 10
+    assert threads == {"pgboss-asyncio"}
+    assert job_row(ids[7], "output") == ({"n": 7, "loop": True},)
+
+
+def test_an_async_handler_uses_the_async_orm_and_boss_twins():
+    boss.create_queue("aorm")
+    boss.create_queue("echo")
+    boss.insert("aorm", [{"data": {"username": f"async-{n}"}} for n in range(6)])
+    Worker([Registration("aorm", workapp_jobs.aorm, concurrency=4)], burst=True).run()
+    assert User.objects.filter(username__startswith="async-").count() == 6
+    outputs = [json.loads(output) for (output,) in rows("SELECT output FROM {s}.job WHERE name = 'aorm'")]
+    assert len(outputs) == 6 and all(o["sent"] for o in outputs)
+    assert {o["users"] for o in outputs} <= set(range(1, 7))
+    assert rows("SELECT count(*) FROM {s}.job WHERE name = 'echo'") == [(6,)]
+
+
+def test_each_async_job_runs_its_orm_queries_on_one_connection_of_its_own():
+    boss.create_queue("a")
+    boss.insert("a", [{"data": {"n": n}} for n in range(8)])
+
+    async def handler(job):
+        from asgiref.sync import sync_to_async
+        from django.db import connection
+
+        def backend_pid():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                return cursor.fetchone()[0]
+
+        first = await sync_to_async(backend_pid)()
+        await asyncio.sleep(0.05)  # another job's queries run meanwhile
+        return {"same": first == await sync_to_async(backend_pid)(), "pid": first}
+
+    Worker([Registration("a", handler, concurrency=4)], burst=True).run()
+    outputs = [json.loads(output) for (output,) in rows("SELECT output FROM {s}.job")]
+    assert all(o["same"] for o in outputs)
+    # Four slots at once, each on a connection of its own.
+    assert len({o["pid"] for o in outputs}) >= 2
+
+
+def test_an_async_handler_that_raises_fails_the_job_with_its_error():
+    boss.create_queue("a", retry_limit=0)
+    job_id = boss.send("a", {})
+
+    async def handler(job):
+        await asyncio.sleep(0)
+        raise ValueError("async trouble")
+
+    Worker([Registration("a", handler)], burst=True).run()
+    state, output = job_row(job_id, "state", "output")
+    assert state == "failed" and output["name"] == "ValueError" and "async trouble" in output["message"]
+
+
+def test_an_async_batch_handler_gets_lists_and_settles_them_together():
+    boss.create_queue("a")
+    boss.insert("a", [{"data": {"n": n}} for n in range(10)])
+    sizes = []
+
+    async def handler(jobs):
+        sizes.append(len(jobs))
+        await asyncio.sleep(0.01)
+        return {"batch": sorted(job.data["n"] for job in jobs)}
+
+    Worker([Registration("a", handler, batch=True, batch_size=5)], burst=True).run()
+    assert states() == {"completed": 10}
+    assert sizes == [5, 5]
+
+
+def test_an_async_batch_handler_can_settle_each_job_on_its_own():
+    from django_pgboss.worker.results import JobResult
+
+    boss.create_queue("a", retry_limit=0)
+    ids = boss.insert("a", [{"data": {"n": n}} for n in range(4)], return_ids=True)
+
+    async def handler(jobs):
+        return [
+            JobResult.completed(job, {"n": job.data["n"]})
+            if job.data["n"] % 2
+            else JobResult.failed(job, "odd one out")
+            for job in jobs
+        ]
+
+    Worker([Registration("a", handler, batch=True, batch_size=4, per_job_results=True)], burst=True).run()
+    assert [job_row(job_id, "state")[0] for job_id in ids] == ["failed", "completed", "failed", "completed"]
+
+
+def test_a_sync_boss_call_in_an_async_handler_fails_the_job_naming_the_twin():
+    boss.create_queue("a", retry_limit=0)
+    job_id = boss.send("a", {})
+
+    async def handler(job):
+        boss.send("a", {"nested": True})
+
+    Worker([Registration("a", handler)], burst=True).run()
+    state, output = job_row(job_id, "state", "output")
+    assert state == "failed" and output["name"] == "SynchronousOnlyOperation"
+    assert "await boss.asend(...)" in output["message"]
+
+
+def test_the_coroutine_is_cancelled_at_the_jobs_deadline_and_the_job_retries():
+    boss.create_queue("a", expire_in_seconds=1, retry_limit=1, retry_delay=60)
+    job_id = boss.send("a", {})
+    cancelled = threading.Event()
+
+    async def handler(job):
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    worker, thread = in_process(Registration("a", handler, polling_interval_seconds=0.1))
+    started = time.monotonic()
+    try:
+        wait_for(lambda: job_row(job_id, "state")[0] == "retry", timeout=15)
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert cancelled.is_set() and time.monotonic() - started < 10
+    state, output = job_row(job_id, "state", "output")
+    assert (
+        state == "retry"
+        and output["name"] == "JobDeadlineExceeded"
+        and "expire_in_seconds" in output["message"]
+    )
+
+
+def test_a_handlers_own_timeout_is_its_error_not_the_deadline():
+    boss.create_queue("a", expire_in_seconds=60, retry_limit=0)
+    job_id = boss.send("a", {})
+
+    async def handler(job):
+        async with asyncio.timeout(0.05):
+            await asyncio.sleep(5)
+
+    Worker([Registration("a", handler)], burst=True).run()
+    assert job_row(job_id, "output")[0]["name"] == "TimeoutError"
+
+
+def test_heartbeats_keep_a_long_async_job_alive():
+    boss.create_queue("a", heartbeat_seconds=10)
+    job_id = boss.send("a", {})
+    release = threading.Event()
+
+    async def handler(job):
+        while not release.is_set():
+            await asyncio.sleep(0.05)
+        return {"done": True}
+
+    worker, thread = in_process(Registration("a", handler, polling_interval_seconds=0.1))
+    try:
+        wait_for(lambda: job_row(job_id, "state") == ("active",))
+        (first_beat,) = job_row(job_id, "heartbeat_on")
+        wait_for(lambda: job_row(job_id, "heartbeat_on")[0] > first_beat, timeout=10, interval=0.2)
+    finally:
+        release.set()
+        worker.stop()
+        thread.join(30)
+    assert job_row(job_id, "state") == ("completed",)
+
+
+def test_a_stop_lets_running_coroutines_finish_and_puts_unstarted_jobs_back():
+    boss.create_queue("a")
+    ids = boss.insert("a", [{"data": {"n": n}} for n in range(6)], return_ids=True)
+    started = []
+
+    async def handler(job):
+        started.append(job.id)
+        await asyncio.sleep(0.5)
+        return {"n": job.data["n"]}
+
+    worker, thread = in_process(Registration("a", handler, concurrency=2, batch_size=6))
+    wait_for(lambda: len(started) == 2)
+    worker.stop()
+    thread.join(30)
+    assert not thread.is_alive()
+    # The two running finished; the four claimed ahead that never started went back uncharged.
+    for job_id in ids:
+        if job_id in started:
+            assert job_row(job_id, "state") == ("completed",)
+        else:
+            assert job_row(job_id, "state", "started_on", "output") == ("retry", None, None), job_id
+    assert len(started) == 2 and worker.stats.requeued == 4
+
+
+def test_past_the_grace_period_running_coroutines_are_cancelled_and_their_jobs_retry():
+    boss.create_queue("a", retry_limit=2)
+    job_id = boss.send("a", {})
+    cancelled = threading.Event()
+
+    async def handler(job):
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    worker, thread = in_process(Registration("a", handler), grace_seconds=0.3)
+    wait_for(lambda: job_row(job_id, "state") == ("active",))
+    stopped = time.monotonic()
+    worker.stop()
+    thread.join(30)
+    assert time.monotonic() - stopped < 10
+    assert cancelled.is_set()
+    state, output = job_row(job_id, "state", "output")
+    assert state == "retry" and output["name"] == "WorkerShutdown"
+
+
+def test_sync_and_async_queues_run_side_by_side_in_one_worker():
+    boss.create_queue("s")
+    boss.create_queue("a")
+    boss.insert("s", [{"data": {"n": n}} for n in range(5)])
+    boss.insert("a", [{"data": {"n": n}} for n in range(5)])
+
+    def sync_handler(job):
+        return {"kind": "sync", "thread": threading.current_thread().name}
+
+    async def async_handler(job):
+        return {"kind": "async", "thread": threading.current_thread().name}
+
+    Worker([Registration("s", sync_handler), Registration("a", async_handler)], burst=True).run()
+    outputs = dict(rows("SELECT name, array_agg(DISTINCT output->>'thread') FROM {s}.job GROUP BY name"))
+    assert outputs["a"] == ["pgboss-asyncio"]
+    assert all(name.startswith("pgboss-handler-s") for name in outputs["s"])
+
+
+def test_a_queue_cannot_take_a_sync_and_an_async_handler():
+    saved = dict(registry._registry)
+    try:
+
+        @work("mixed-q")
+        def sync_handler(job):
+            return None
+
+        with pytest.raises(InvalidOption, match=r"all sync or all async"):
+
+            @work("mixed-q")
+            async def async_handler(job):
+                return None
+
+    finally:
+        registry._registry.clear()
+        registry._registry.update(saved)
+
+
+def test_sigterm_with_async_handlers_in_flight_loses_nothing(tmp_path):
+    marker = tmp_path / "marker"
+    boss.create_queue("aslow")
+    ids = boss.insert(
+        "aslow", [{"data": {"sleep": 1.5, "marker": str(marker)}} for _ in range(8)], return_ids=True
+    )
+    worker = start_worker("--queue", "aslow")
+    wait_for(lambda: len(marker_lines(marker, "start")) == 3)
+    worker.send_signal(signal.SIGTERM)
+    _, stderr = worker.communicate(timeout=60)
+    assert worker.returncode == 0, stderr
+    started = {line[1] for line in marker_lines(marker, "start")}
+    finished = {line[1] for line in marker_lines(marker, "end")}
+    assert started == finished and len(started) == 3
+    for job_id in ids:
+        expected = "completed" if job_id in started else "created"
+        assert job_row(job_id, "state") == (expected,)
+    assert states() == {"completed": 3, "created": 5}
