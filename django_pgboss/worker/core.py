@@ -106,6 +106,9 @@ class QueueState:
         # Handler results handed to the settler but not yet written: the queue is not drained
         # while a failed job may still come back for a retry.
         self.unsettled = 0
+        # Settles written so far: an empty fetch that overlapped one (its snapshot taken before a
+        # failed job went back for a retry) proves nothing about the queue being empty.
+        self.settles = 0
         # pg-boss's wip readings (Worker.snapshot()), as time.time() moments: one attribute write
         # each, on the path they time.
         self.last_fetched_at: float | None = None

@@ -63,6 +63,7 @@ class FetchLoops(WorkerCore):
             # default 1) fills all of them with one round trip instead of one per thread, as
             # pg-boss's localConcurrency loops would between them; no job waits for a thread.
             size = registration.batch_size if registration.batch else slots
+            settles_before = state.settles
             try:
                 # The loop keeps its connection between fetches (close_old_connections() would
                 # close it every time under the default CONN_MAX_AGE = 0); a broken one is thrown
@@ -94,7 +95,11 @@ class FetchLoops(WorkerCore):
                 continue
             if not jobs:
                 with self._lock:
-                    state.drained = not state.in_flight and not state.unsettled
+                    # A settle written while the fetch ran may have put a job back for a retry
+                    # that the fetch's snapshot did not see: the next fetch decides.
+                    state.drained = (
+                        not state.in_flight and not state.unsettled and state.settles == settles_before
+                    )
                 if self.burst and state.drained:
                     return
                 state.wake.wait(self._poll_interval(state) if not self.burst else 0.05)

@@ -240,4 +240,5 @@ class HandlerThreads(WorkerCore):
         if state is not None:
             with self._lock:
                 state.unsettled = max(state.unsettled - units, 0)
+                state.settles += 1
             state.wake.set()
