@@ -65,6 +65,7 @@ class AsyncTwins:
         max_priority: int | None = None,
         group_concurrency: int | Mapping[str, Any] | None = None,
         ignore_start_after: bool = False,
+        ignore_groups: Sequence[str] | None = None,
     ) -> list[Job]:
         """Async :meth:`Boss.fetch`: Claim up to ``batch_size`` waiting jobs of a queue, highest priority then oldest first."""
         return await _twin(self, "fetch")(
@@ -75,6 +76,7 @@ class AsyncTwins:
             max_priority=max_priority,
             group_concurrency=group_concurrency,
             ignore_start_after=ignore_start_after,
+            ignore_groups=ignore_groups,
         )
 
     async def acomplete(
