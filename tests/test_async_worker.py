@@ -312,3 +312,59 @@ def test_sigterm_with_async_handlers_in_flight_loses_nothing(tmp_path):
         expected = "completed" if job_id in started else "created"
         assert job_row(job_id, "state") == (expected,)
     assert states() == {"completed": 3, "created": 5}
+
+
+def test_a_coroutine_that_swallows_its_cancellation_is_abandoned_and_its_slot_goes_on():
+    boss.create_queue("a", expire_in_seconds=1, retry_limit=0)
+    stubborn = boss.send("a", {"stubborn": True})
+    release = threading.Event()
+
+    async def handler(job):
+        if not job.data.get("stubborn"):
+            return {"ok": True}
+        while not release.is_set():
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                continue  # ignores its cancellation: the slot must not wait for it
+        return {"late": True}
+
+    worker, thread = in_process(Registration("a", handler, concurrency=1, polling_interval_seconds=0.1))
+    try:
+        wait_for(lambda: job_row(stubborn, "state") == ("failed",), timeout=15)
+        after = boss.send("a", {})
+        wait_for(lambda: job_row(after, "state") == ("completed",), timeout=15)
+        assert worker.stats.abandoned == 1 and worker.stats.deadlines == 1
+    finally:
+        release.set()
+        worker.stop()
+        thread.join(30)
+    state, output = job_row(stubborn, "state", "output")
+    # Its late return changed nothing: the attempt was failed at the deadline.
+    assert state == "failed" and output["name"] == "JobDeadlineExceeded"
+
+
+def test_a_lost_claim_cancels_the_coroutine_and_settles_nothing():
+    boss.create_queue("a", heartbeat_seconds=10, retry_limit=3)
+    job_id = boss.send("a", {})
+    started, cancelled = threading.Event(), threading.Event()
+
+    async def handler(job):
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    registration = Registration("a", handler, heartbeat_refresh_seconds=0.2, polling_interval_seconds=5)
+    worker, thread = in_process(registration)
+    try:
+        assert started.wait(30)
+        # Another party settles the attempt (an operator, the monitor): the claim is gone.
+        assert boss.fail("a", job_id, {"by": "someone else"}) == 1
+        assert cancelled.wait(10), "the heartbeat's lost claim did not cancel the coroutine"
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert job_row(job_id, "output")[0] == {"by": "someone else"}

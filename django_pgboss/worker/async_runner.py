@@ -104,7 +104,8 @@ class EventLoopThread:
             for task in pending:
                 task.cancel()
             if pending:
-                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                # Bounded: a coroutine that swallows its cancellation must not hold the exit.
+                self.loop.run_until_complete(asyncio.wait(pending, timeout=2))
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
 
