@@ -50,7 +50,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Protocol
 
-from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
 from django.db import close_old_connections, connections
 
 from django_pgboss.cancellation import DEADLINE
@@ -233,11 +233,11 @@ class AsyncQueue:
                 executor.shutdown(wait=False)
 
     @staticmethod
-    def _executor(name: str) -> concurrent.futures.ThreadPoolExecutor | None:
+    def _executor(name: str) -> _SlotExecutor | None:
         """The slot's one thread for its jobs' thread-sensitive calls (asgiref 3.13 and later)."""
         if not _CONTEXT_TAKES_EXECUTOR:
             return None
-        return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        return _SlotExecutor(max_workers=1, thread_name_prefix=name)
 
     async def _one_unit(self, loop: asyncio.AbstractEventLoop, unit: Unit, executor: Any) -> bool:
         """Run one unit to its end; True when it was abandoned (still running, left behind)."""
@@ -307,14 +307,20 @@ class AsyncQueue:
                 if executor is not None
                 else ThreadSensitiveContext()
             )
+            calls_before = executor.calls if executor is not None else 0
             async with context:
                 try:
                     value = await registration.handler(jobs if registration.batch else jobs[0])
                 finally:
                     # Django's request_finished habit: the job's thread drops an obsolete
-                    # connection (or, with a thread per job, every connection it opened).
-                    closing = close_old_connections if executor is not None else connections.close_all
-                    await asyncio.shield(sync_to_async(_quietly(closing), thread_sensitive=True)())
+                    # connection (or, with a thread per job, every connection it opened). Only a
+                    # job that ran anything on that thread can have touched one: the others skip
+                    # the hop (a thread switch per job, most of an async job's overhead).
+                    if executor is not None:
+                        if executor.calls != calls_before:
+                            await asyncio.shield(sync_to_async(_quietly(close_old_connections))())
+                    elif _used_a_thread(context):
+                        await asyncio.shield(sync_to_async(_quietly(connections.close_all))())
             outcome = ("result", value)
         except asyncio.CancelledError:
             # Cancelled through a job's signal or by a stop: nothing of it is settled here (at the
@@ -326,6 +332,22 @@ class AsyncQueue:
         finally:
             if task not in self._expired:
                 self.host.finish(name, jobs, outcome)
+
+
+class _SlotExecutor(concurrent.futures.ThreadPoolExecutor):
+    """A slot's one-thread executor that counts the calls it was given (see AsyncQueue._run)."""
+
+    calls = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        self.calls += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def _used_a_thread(context: ThreadSensitiveContext) -> bool:
+    """Whether a per-job context (asgiref before 3.13) started its thread; True when unknown."""
+    executors = getattr(SyncToAsync, "context_to_thread_executor", None)
+    return executors is None or context in executors
 
 
 def _quietly(close: Callable[[], None]) -> Callable[[], None]:
