@@ -197,7 +197,12 @@ def _import_block(lines: set[str], indent: str) -> list[str]:
         sections[section].extend(sorted(plain[section], key=lambda line: line.split()[1]))
         for module in sorted(froms[section]):
             names = sorted(froms[section][module], key=_name_order)
-            sections[section].append(f"from {module} import {', '.join(names)}")
+            line = f"from {module} import {', '.join(names)}"
+            if len(indent + line) > LINE_LENGTH:
+                # ruff's format: one name per line in parentheses, with a trailing comma.
+                inner = "".join(f"\n{indent}    {name}," for name in names)
+                line = f"from {module} import ({inner}\n{indent})"
+            sections[section].append(line)
     out: list[str] = []
     for section in sections:
         if section:

@@ -27,9 +27,18 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from django_pgboss.api.deadletters import RedrivePreview, RedriveResult
+    from django_pgboss.api.flows import FlowGraph, FlowJob, RelatedJob
     from django_pgboss.api.schedules import Schedule
     from django_pgboss.arguments import JobReference
-    from django_pgboss.records import Job, PassReport, QueueInfo, StatsPoint, UpdateResult, UpsertResult
+    from django_pgboss.records import (
+        DependencyRef,
+        Job,
+        PassReport,
+        QueueInfo,
+        StatsPoint,
+        UpdateResult,
+        UpsertResult,
+    )
 
 
 class AsyncTwins:
@@ -318,6 +327,34 @@ class AsyncTwins:
     async def aget_blocked_keys(self, name: str) -> list[str]:
         """Async :meth:`Boss.get_blocked_keys`: The keys of a key_strict_fifo queue held up by a failed job, in key order."""
         return await _twin(self, "get_blocked_keys")(name)
+
+    async def aflow(self, jobs: Sequence[FlowJob | Mapping[str, Any]]) -> dict[str, str]:
+        """Async :meth:`Boss.flow`: Insert a graph of jobs in which each job runs only once the jobs it depends on completed (pg-boss's flow()); returns each job's id by its ref."""
+        return await _twin(self, "flow")(jobs)
+
+    async def aget_dependencies(self, name: str, job_id: str | uuid.UUID) -> list[DependencyRef]:
+        """Async :meth:`Boss.get_dependencies`: The jobs job (``name``, ``job_id``) depends on (its parents), as DependencyRef(name, id)."""
+        return await _twin(self, "get_dependencies")(name, job_id)
+
+    async def aget_dependents(self, name: str, job_id: str | uuid.UUID) -> list[DependencyRef]:
+        """Async :meth:`Boss.get_dependents`: The jobs that depend on job (``name``, ``job_id``) (its children), as DependencyRef(name, id)."""
+        return await _twin(self, "get_dependents")(name, job_id)
+
+    async def aget_parent_outputs(self, name: str, job_id: str | uuid.UUID) -> dict[DependencyRef, Any]:
+        """Async :meth:`Boss.get_parent_outputs`: The outputs of the job's completed parents, by DependencyRef: what a flow job's handler reads its inputs from (``boss.get_parent_outputs(job.name, job.id)``). A parent deleted since (retention, delete_after_seconds) is left out."""
+        return await _twin(self, "get_parent_outputs")(name, job_id)
+
+    async def aget_flow_jobs(self, name: str, job_id: str | uuid.UUID, *, parents: bool) -> list[RelatedJob]:
+        """Async :meth:`Boss.get_flow_jobs`: The job's parents (``parents=True``) or children, with state (None once deleted) and output."""
+        return await _twin(self, "get_flow_jobs")(name, job_id, parents=parents)
+
+    async def aget_flow(self, name: str, job_id: str | uuid.UUID) -> FlowGraph:
+        """Async :meth:`Boss.get_flow`: The whole flow of job (``name``, ``job_id``): every job linked to it, and the edges."""
+        return await _twin(self, "get_flow")(name, job_id)
+
+    async def aresolve_flow(self, queues: Iterable[str] | None = None) -> int:
+        """Async :meth:`Boss.resolve_flow`: Run a flow pass now (pg-boss's resolveFlow()): unblock the children of every completed parent of ``queues`` (default all) whose other parents completed too. The monitor runs one every PGBOSS["FLOW_INTERVAL_SECONDS"]; this one skips that cadence. Returns how many completed parents were resolved."""
+        return await _twin(self, "resolve_flow")(queues)
 
     async def aredrive(
         self,
