@@ -368,3 +368,12 @@ def test_a_lost_claim_cancels_the_coroutine_and_settles_nothing():
         worker.stop()
         thread.join(30)
     assert job_row(job_id, "output")[0] == {"by": "someone else"}
+
+
+def test_an_async_handler_cannot_be_transactional():
+    async def handler(job):
+        return None
+
+    with pytest.raises(InvalidOption, match=r"async handler cannot be transactional=True.*sync def handler"):
+        work("atx", transactional=True)(handler)
+    assert "atx" not in registry.registrations()
