@@ -104,7 +104,7 @@ def test_the_async_handler_posts_each_webhook_with_an_http_client(http_server, r
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_async_task_is_enqueued_awaited_on_the_workers_loop_and_read_back(tmp_path, monkeypatch):
+def test_the_async_task_is_enqueued_from_async_code_run_and_read_back(tmp_path, monkeypatch):
     block = blocks()[2]
     assert block.startswith("# shop/tasks.py\n")
     if SOURCE != "django.tasks":

@@ -344,9 +344,16 @@ class AsyncTwins:
         """Async :meth:`Boss.get_parent_outputs`: The outputs of the job's completed parents, by DependencyRef: what a flow job's handler reads its inputs from (``boss.get_parent_outputs(job.name, job.id)``). A parent deleted since (retention, delete_after_seconds) is left out."""
         return await _twin(self, "get_parent_outputs")(name, job_id)
 
-    async def aget_flow_jobs(self, name: str, job_id: str | uuid.UUID, *, parents: bool) -> list[RelatedJob]:
-        """Async :meth:`Boss.get_flow_jobs`: The job's parents (``parents=True``) or children, with state (None once deleted) and output."""
-        return await _twin(self, "get_flow_jobs")(name, job_id, parents=parents)
+    async def aget_flow_jobs(
+        self,
+        name: str,
+        job_id: str | uuid.UUID,
+        *,
+        parents: bool,
+        limit: int | None = None,
+    ) -> list[RelatedJob]:
+        """Async :meth:`Boss.get_flow_jobs`: The job's parents (``parents=True``) or children (at most ``limit``), with state and output."""
+        return await _twin(self, "get_flow_jobs")(name, job_id, parents=parents, limit=limit)
 
     async def aget_flow(self, name: str, job_id: str | uuid.UUID) -> FlowGraph:
         """Async :meth:`Boss.get_flow`: The whole flow of job (``name``, ``job_id``): every job linked to it, and the edges."""
