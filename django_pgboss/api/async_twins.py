@@ -210,7 +210,7 @@ class AsyncTwins:
         return await _twin(self, "unschedule")(name, key)
 
     async def aget_schedules(self, name: str | None = None, key: str | None = None) -> list[Schedule]:
-        """Async :meth:`Boss.get_schedules`: Every schedule, the queue's, or (with ``key``) the queue's one of that key, in name and key order."""
+        """Async :meth:`Boss.get_schedules`: Every schedule, the queue's, or (with ``key``) the queue's one of that key, in name and key order. A ``key`` without a ``name`` is ignored, as pg-boss ignores it: every schedule."""
         return await _twin(self, "get_schedules")(name, key)
 
     async def aget_schedule(self, name: str, key: str = "") -> Schedule | None:
