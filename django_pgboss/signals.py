@@ -105,9 +105,11 @@ warning_raised = Signal()
 
 #: An error the worker or the monitor survived: a database error that interrupted a fetch, a
 #: settle, a heartbeat or a monitor pass (each retried after a back-off), a handler thread that
-#: died. Not a handler's own exception: that is the job's failure (``job_failed``). ``sender``:
-#: Worker or Monitor. Arguments: ``error`` (the exception), ``doing`` (what was interrupted, e.g.
-#: ``"fetching from emails"``) and ``instance`` (the Worker or Monitor).
+#: died, the worker's LISTEN connection lost (sent as often as it is logged, while it reconnects).
+#: Not a handler's own exception: that is the job's failure (``job_failed``). ``sender``: Worker,
+#: Monitor or NotifyListener. Arguments: ``error`` (the exception), ``doing`` (what was
+#: interrupted, e.g. ``"fetching from emails"``, ``"listening on <channel>"``) and ``instance``
+#: (the Worker, Monitor or NotifyListener).
 error_raised = Signal()
 
 

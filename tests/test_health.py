@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from django_pgboss import boss
+from django_pgboss import boss, signals
 from django_pgboss.api.indexes import bloated_indexes
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_identifier
@@ -202,13 +202,22 @@ def test_a_listen_that_cannot_start_is_listen_notify_unavailable_and_a_later_los
         def connection_params(self):
             return {**super().connection_params(), "port": 1, "connect_timeout": 2}
 
+    errors = []
+
+    def on_error(sender, error, doing, instance, **kwargs):
+        errors.append((sender, type(error), doing, instance))
+
     listener = NotifyListener(Unreachable(), ["q"], wake=lambda name: None)
-    with caplog.at_level(logging.WARNING, logger="django_pgboss.worker"):
-        listener.start()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and len(caplog.records) < 2:
-            time.sleep(0.05)
-        listener.stop()
+    signals.error_raised.connect(on_error)
+    try:
+        with caplog.at_level(logging.WARNING, logger="django_pgboss.worker"):
+            listener.start()
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and len(caplog.records) < 2:
+                time.sleep(0.05)
+            listener.stop()
+    finally:
+        signals.error_raised.disconnect(on_error)
     first, second = caplog.records[:2]
     assert first.getMessage().startswith(
         "Failed to start LISTEN/NOTIFY listener. Continuing with polling only."
@@ -216,6 +225,9 @@ def test_a_listen_that_cannot_start_is_listen_notify_unavailable_and_a_later_los
     assert first.pgboss_warning == "listen_notify_unavailable"
     assert second.getMessage().startswith("LISTEN connection lost")
     assert not hasattr(second, "pgboss_warning")
+    # The lost connection is also an error the worker survived; the first failure is the warning.
+    assert errors[0][0] is NotifyListener and issubclass(errors[0][1], psycopg.OperationalError)
+    assert errors[0][2] == f"listening on {listener.channel}" and errors[0][3] is listener
 
 
 def test_a_monitor_that_only_reports_bloat_reads_the_indexes_once_per_interval():

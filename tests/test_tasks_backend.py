@@ -21,6 +21,7 @@ import uuid
 from io import StringIO
 from pathlib import Path
 
+import psycopg
 import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -49,7 +50,8 @@ from django_pgboss.tasks.compat import (
 from django_pgboss.tasks.registrations import task_registrations
 from django_pgboss.worker import core as worker_module
 from django_pgboss.worker.runner import Worker
-from tests.helpers import count_jobs, job_row, rows
+from tests.conftest import database_url
+from tests.helpers import count_jobs, job_row, rows, schema_sql
 from tests.taskapp import tasks
 from tests.test_worker import run_worker, wait_for
 
@@ -337,6 +339,47 @@ def test_a_running_task_reads_as_running_and_a_cancelled_one_as_failed():
     failed = result_of(cancelled)
     assert failed.status == TaskResultStatus.FAILED
     assert failed.errors == [] and failed.attempts == 0 and failed.finished_at is not None
+
+
+def test_a_worker_stopping_leaves_task_finished_to_another_worker_of_the_backend():
+    """Two workers in one process, on two queues of one backend: the one that stops first forgets
+    only its own unstored results, so the other's finished task still sends task_finished once
+    its worker stores it."""
+    finished = []
+
+    def on_finished(sender, task_result, **kwargs):
+        finished.append((task_result.task.name, task_result.status))
+
+    slow = tasks.wait_for_release.enqueue()
+    tasks.on_other_queue.enqueue()
+    backend = task_backends["default"]
+    backend.ensure_queues()
+    by_queue = {r.queue: r for r in backend.registrations()}
+    waiting = Worker([by_queue["default"]], boss=backend.boss, burst=True)
+    other = Worker([by_queue["tasks-other"]], boss=backend.boss, burst=True)
+    task_finished.connect(on_finished)
+    thread = threading.Thread(target=waiting.run, daemon=True)
+    thread.start()
+    # A second session holds the slow job's row, so its completion waits between the task's return
+    # and the worker's store: the window in which the other worker stops.
+    holder = psycopg.connect(database_url())
+    try:
+        wait_for(lambda: result_of(slow).status == TaskResultStatus.RUNNING)
+        holder.execute("SELECT 1 FROM " + schema_sql() + ".job WHERE id = %s FOR UPDATE", [slow.id])
+        tasks.RELEASE.set()
+        wait_for(lambda: rows("SELECT count(*) FROM pg_locks WHERE NOT granted")[0][0] > 0)
+        other.run()  # drains tasks-other and stops while the slow task's end is unstored
+        assert ("on_other_queue", TaskResultStatus.SUCCESSFUL) in finished
+        holder.rollback()
+        thread.join(30)
+    finally:
+        holder.close()
+        tasks.RELEASE.set()
+        thread.join(30)
+        tasks.RELEASE.clear()
+        task_finished.disconnect(on_finished)
+    assert ("wait_for_release", TaskResultStatus.SUCCESSFUL) in finished
+    assert result_of(slow).return_value == "released"
 
 
 def test_an_attempt_the_monitor_expired_is_an_error_of_the_result():

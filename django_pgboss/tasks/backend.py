@@ -32,7 +32,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
@@ -177,7 +177,7 @@ class PgBossBackend(BaseTaskBackend):
         self.context = DatabaseContext(using=database, schema=options.get("SCHEMA"))
         self.boss = Boss(context=self.context)
         # Each attempt's TaskResult between the task's end and the worker's storing of it.
-        self._unstored: dict[tuple[str, int], TaskResult] = {}
+        self._unstored: dict[tuple[str, str, int], TaskResult] = {}
         self._finishing_lock = threading.Lock()
         self.registrations()  # checks the WORKER options now rather than when a worker starts
 
@@ -470,12 +470,12 @@ class PgBossBackend(BaseTaskBackend):
         (signals.job_completed / job_failed, see TaskRunner), so a receiver that reads the result
         finds it finished."""
         with self._finishing_lock:
-            self._unstored[(job.id, job.retry_count)] = result
+            self._unstored[(job.name, job.id, job.retry_count)] = result
 
     def _stored(self, job: Job, *, failed: bool, output: Any) -> None:
         """The worker stored an attempt's end: send its task_finished."""
         with self._finishing_lock:
-            result = self._unstored.pop((job.id, job.retry_count), None)
+            result = self._unstored.pop((job.name, job.id, job.retry_count), None)
         if result is None:
             return
         if failed and result.status == TaskResultStatus.SUCCESSFUL:
@@ -487,11 +487,16 @@ class PgBossBackend(BaseTaskBackend):
             object.__setattr__(result, "_return_value", None)
         task_finished.send(type(self), task_result=result)
 
-    def _forget_unstored(self) -> None:
-        """A worker stopped: results it never stored (an attempt its stop interrupted, or one whose
-        claim was lost) will not be, and send no task_finished."""
+    def _forget_unstored(self, queues: Collection[str]) -> None:
+        """A worker of ``queues`` stopped: results it never stored (an attempt its stop
+        interrupted, or one whose claim was lost) will not be, and send no task_finished.
+
+        Only those queues' results go: another worker in the same process, on other queues of this
+        backend, still stores its own and sends their task_finished.
+        """
         with self._finishing_lock:
-            self._unstored.clear()
+            for key in [key for key in self._unstored if key[0] in queues]:
+                del self._unstored[key]
 
 
 class TaskRunner:
@@ -521,8 +526,9 @@ class TaskRunner:
             self.backend._stored(job, failed=True, output=output)
 
     def _stopped(self, sender: Any, worker: Any, **kwargs: Any) -> None:
-        if any(r.handler is self for r in getattr(worker, "registrations", ())):
-            self.backend._forget_unstored()
+        queues = {r.queue for r in getattr(worker, "registrations", ()) if r.handler is self}
+        if queues:
+            self.backend._forget_unstored(queues)
 
     def __call__(self, job: Job) -> dict[str, Any]:
         return self.backend.run_job(job)

@@ -101,5 +101,14 @@ class NotifyListener:
                     )
                 elif worth_logging(failures):
                     logger.warning("LISTEN connection lost (%s); reconnecting in %.1fs", one_line(exc), delay)
+                    # An error the worker survives, as a failed fetch is: sent as often as it is
+                    # logged, so an error tracker hears of an outage without a report a second.
+                    signals.send(
+                        signals.error_raised,
+                        type(self),
+                        error=exc,
+                        doing=f"listening on {self.channel}",
+                        instance=self,
+                    )
                 self.connected.clear()
                 self._stop.wait(delay)
