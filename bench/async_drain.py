@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from django.core.management import call_command
 
-from bench.enqueue import raw_connection, server_facts, source_revision
+from bench.common import fresh_queues, raw_connection, server_facts, source_revision
 from django_pgboss.api.boss import Boss
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.runner import Worker
@@ -52,9 +52,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     admin = raw_connection()
     boss = Boss()
-    if boss.get_queue(QUEUE) is not None:
-        boss.delete_queue(QUEUE)
-    boss.create_queue(QUEUE)
+    fresh_queues(boss, QUEUE)
     pause = args.sleep
 
     async def async_handler(job):

@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,15 +41,8 @@ from django.core.management import call_command
 from django.db import connections
 from psycopg.types.json import Jsonb
 
-from bench.enqueue import (
-    QUEUE,
-    SINGLE_SQL,
-    count_jobs,
-    raw_connection,
-    reset,
-    server_facts,
-    source_revision,
-)
+from bench.common import alternate, fresh_queues, raw_connection, server_facts, source_revision
+from bench.enqueue import QUEUE, SINGLE_SQL
 from django_pgboss.api.boss import Boss
 from django_pgboss.arguments import job_payload
 from django_pgboss.arguments import queue_name as validate_queue_name
@@ -168,9 +160,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     admin = raw_connection()
     boss = Boss()
-    if boss.get_queue(QUEUE) is not None:
-        boss.delete_queue(QUEUE)
-    boss.create_queue(QUEUE)
+    fresh_queues(boss, QUEUE)
     assert NATIVE_SQL  # the native statement is Boss's own: plans.jobs.insert_job()
 
     scenarios: list[tuple[str, Callable[[int], None]]] = [
@@ -181,22 +171,7 @@ def main() -> None:
         (f"native async x{CONCURRENCY} (8 connections)", native_async_gathered),
         ("plain AsyncConnection (ceiling)", plain_async),
     ]
-    seconds: dict[str, list[float]] = {label: [] for label, _ in scenarios}
-    for repeat in range(args.repeat):
-        for label, run in scenarios:
-            reset(admin)
-            started = time.perf_counter()
-            run(args.jobs)
-            elapsed = time.perf_counter() - started
-            inserted = count_jobs(admin)
-            if inserted != args.jobs:
-                raise SystemExit(f"{label}: inserted {inserted} jobs, expected {args.jobs}")
-            seconds[label].append(elapsed)
-            print(
-                f"  run {repeat + 1}/{args.repeat} {label:<42} {args.jobs / elapsed:>9,.0f} jobs/s",
-                file=sys.stderr,
-            )
-    reset(admin)
+    seconds = alternate(admin, [(label, args.jobs, run) for label, run in scenarios], args.repeat)
     boss.delete_queue(QUEUE)
 
     facts = server_facts(admin)

@@ -61,12 +61,18 @@ django.setup()
 import psycopg  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from bench.enqueue import (  # noqa: E402
+from bench.common import (  # noqa: E402
     TABLE,
+    fill,
+    fresh_queues,
+    join_children,
+    last_completed,
     memory_total,
     raw_connection,
     server_facts,
     source_revision,
+    start_children,
+    transactions,
 )
 from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.worker.registry import Registration  # noqa: E402
@@ -75,7 +81,6 @@ from django_pgboss.worker.runner import Worker  # noqa: E402
 QUEUE = "bench_drain"
 NOTIFY_QUEUE = "bench_notify"
 CONCURRENCY = 4
-INSERT_BATCH = 1000
 LATENCY_INTERVAL_SECONDS = 0.02
 # Standard queues live in job_common, so the ceiling claims from the table the worker claims from.
 # `NOT blocked` is not in the issue's ceiling statement: without it the planner cannot use the
@@ -167,25 +172,9 @@ def drain_plain(fetch_size: int, ready: Any, go: Any) -> None:
 
 
 def load(admin: psycopg.Connection, jobs: int) -> None:
-    """An empty table, then `jobs` waiting jobs, vacuumed, analysed and checkpointed.
-
-    VACUUM sets the hint bits and visibility map the first reader would otherwise set (and pay
-    for) during the timed drain; ANALYZE gives both scenarios' claims the same plan; CHECKPOINT
-    makes every run pay the same full-page writes, as in bench/enqueue.py.
-    """
-    admin.execute(f"TRUNCATE {TABLE}")
-    boss = Boss()
-    for start in range(0, jobs, INSERT_BATCH):
-        boss.insert(QUEUE, [{"data": {"i": i}} for i in range(start, min(start + INSERT_BATCH, jobs))])
-    admin.execute(f"VACUUM ANALYZE {TABLE}")
-    admin.execute("CHECKPOINT")
-
-
-def transactions(admin: psycopg.Connection) -> int:
-    admin.execute("SELECT pg_stat_clear_snapshot()")
-    return admin.execute(
-        "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
-    ).fetchone()[0]
+    """An empty table, then `jobs` waiting jobs in the drain queue, vacuumed, analysed and
+    checkpointed (bench/common.py's fill())."""
+    fill(admin, QUEUE, jobs)
 
 
 def run_drain(
@@ -193,37 +182,17 @@ def run_drain(
 ) -> tuple[float, float]:
     """One timed drain; returns (seconds, transactions per job)."""
     load(admin, jobs)
-    ctx = multiprocessing.get_context("spawn")
-    ready = ctx.Semaphore(0)
-    go = ctx.Event()
-    children = [
-        ctx.Process(target=scenario.target, args=(scenario.fetch_size, ready, go)) for _ in range(processes)
-    ]
-    for child in children:
-        child.start()
-    for _ in children:
-        if not ready.acquire(timeout=60):
-            raise SystemExit(f"{scenario.label}: a process did not start within 60 s")
+    label = f"{scenario.label}, fetch size {scenario.fetch_size}"
+    children, go = start_children(scenario.target, (scenario.fetch_size,), processes, label)
     before = transactions(admin)
     started = time.time()
     go.set()
-    for child in children:
-        child.join(timeout=600)
-        if child.exitcode != 0:
-            raise SystemExit(f"{scenario.label}: a process exited with {child.exitcode}")
+    join_children(children, label)
     # A backend flushes its statistics as it exits, a moment after its client process has.
     time.sleep(0.2)
     # The parent's own few reads are counted too: noise against tens of thousands of jobs.
     spent = transactions(admin) - before
-    last, completed = admin.execute(
-        f"SELECT extract(epoch FROM max(completed_on))::float8, count(*) FILTER (WHERE state = 'completed') "
-        f"FROM {TABLE} WHERE name = %s",
-        (QUEUE,),
-    ).fetchone()
-    if completed != jobs:
-        raise SystemExit(
-            f"{scenario.label}, fetch size {scenario.fetch_size}: {completed} of {jobs} jobs completed"
-        )
+    last = last_completed(admin, QUEUE, jobs, label)
     return last - started, spent / jobs
 
 
@@ -295,11 +264,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     admin = raw_connection()
     boss = Boss()
-    # delete_queue() takes the queue's jobs with it, so a leftover from an interrupted run is gone.
-    for name in (QUEUE, NOTIFY_QUEUE):
-        if boss.get_queue(name) is not None:
-            boss.delete_queue(name)
-    boss.create_queue(QUEUE)
+    fresh_queues(boss, QUEUE, NOTIFY_QUEUE, create=[QUEUE])
 
     scenarios = [
         Scenario("worker", 1, drain_with_worker),

@@ -27,9 +27,7 @@ import argparse
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,51 +43,29 @@ django.setup()
 
 import psycopg  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from django.db import connections  # noqa: E402
 from psycopg.types.json import Jsonb  # noqa: E402
 
+from bench.common import (  # noqa: E402
+    SCHEMA,
+    TABLE,
+    alternate,
+    count_jobs,
+    fresh_queues,
+    memory_total,
+    raw_connection,
+    reset,
+    server_facts,
+    source_revision,
+)
 from django_pgboss.api.boss import Boss  # noqa: E402
 
+# The helpers moved to bench/common.py; these names stay importable from here for scripts written
+# against the old place.
+__all__ = ["SCHEMA", "TABLE", "count_jobs", "raw_connection", "reset", "server_facts", "source_revision"]
+
 QUEUE = "bench"
-SCHEMA = "pgboss"
-# Queues without a partition of their own live in job_common, the DEFAULT partition of pgboss.job:
-# the table Boss.send() writes to for QUEUE, so the ceilings write there too.
-TABLE = f"{SCHEMA}.job_common"
 SINGLE_SQL = f"INSERT INTO {TABLE} (name, data) VALUES (%s, %s)"
 UNNEST_SQL = f"INSERT INTO {TABLE} (name, data) SELECT %s, d FROM unnest(%s::jsonb[]) AS d"
-
-
-def raw_connection() -> psycopg.Connection:
-    """A psycopg 3 connection to the database Django uses, with psycopg's own defaults.
-
-    Built from the settings rather than from Django's get_connection_params(), which would bring
-    Django's choices along (client-side binding, prepared statements off): the ceiling is what
-    plain psycopg does out of the box, server-side binding with automatic prepared statements.
-    """
-    s = connections["default"].settings_dict
-    return psycopg.connect(
-        host=s["HOST"],
-        port=s["PORT"] or 5432,
-        user=s["USER"],
-        password=s["PASSWORD"] or None,
-        dbname=s["NAME"],
-        autocommit=True,
-    )
-
-
-def reset(admin: psycopg.Connection) -> None:
-    """Empty the job table and checkpoint, so each run starts from the same state.
-
-    The CHECKPOINT matters with full_page_writes on: the first change to an index page after a
-    checkpoint logs the whole page, so a checkpoint falling in the middle of one run and not
-    another would tilt the comparison.
-    """
-    admin.execute(f"TRUNCATE {TABLE}")
-    admin.execute("CHECKPOINT")
-
-
-def count_jobs(admin: psycopg.Connection) -> int:
-    return admin.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]
 
 
 # -- the scenarios: each takes the number of jobs (and the batch size) and inserts them ----------
@@ -164,44 +140,6 @@ def plain_executemany(conn: psycopg.Connection) -> Callable[[int, int], None]:
 # -- running and reporting -----------------------------------------------------------------------
 
 
-def server_facts(admin: psycopg.Connection) -> dict[str, str]:
-    names = (
-        "server_version",
-        "fsync",
-        "synchronous_commit",
-        "full_page_writes",
-        "wal_sync_method",
-        "shared_buffers",
-        "max_wal_size",
-    )
-    return {name: admin.execute("SELECT current_setting(%s)", (name,)).fetchone()[0] for name in names}
-
-
-def source_revision() -> str:
-    """The commit of the django_pgboss being measured, flagged when its files differ from it.
-
-    The figures belong to one version of Boss's SQL and Python; this line ties them to it.
-    """
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, check=True
-        ).stdout.strip()
-
-    try:
-        commit = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--", "django_pgboss")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-    return commit + (" + uncommitted changes in django_pgboss/" if dirty else "")
-
-
-def memory_total() -> str:
-    with open("/proc/meminfo") as meminfo:
-        kib = int(meminfo.readline().split()[1])
-    return f"{kib / 1024 / 1024:.1f} GiB"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per single-send run (default 5000)")
@@ -216,10 +154,7 @@ def main() -> None:
     admin = raw_connection()
     bench_conn = raw_connection()
     boss = Boss()
-    # delete_queue() takes the queue's jobs with it, so a leftover from an interrupted run is gone.
-    if boss.get_queue(QUEUE) is not None:
-        boss.delete_queue(QUEUE)
-    boss.create_queue(QUEUE)
+    fresh_queues(boss, QUEUE)
 
     # (label, kind, jobs per run, function); kind groups each Boss scenario with its ceilings.
     scenarios = [
@@ -235,23 +170,11 @@ def main() -> None:
             plain_executemany(bench_conn),
         ),
     ]
-    seconds: dict[str, list[float]] = {label: [] for label, *_ in scenarios}
-    for repeat in range(args.repeat):
-        for label, _kind, jobs, run in scenarios:
-            reset(admin)
-            started = time.perf_counter()
-            run(jobs, args.batch)
-            elapsed = time.perf_counter() - started
-            # A scenario that silently dropped jobs would look fast; refuse its figure instead.
-            inserted = count_jobs(admin)
-            if inserted != jobs:
-                raise SystemExit(f"{label}: inserted {inserted} jobs, expected {jobs}")
-            seconds[label].append(elapsed)
-            print(
-                f"  run {repeat + 1}/{args.repeat} {label:<40} {jobs / elapsed:>10,.0f} jobs/s",
-                file=sys.stderr,
-            )
-    reset(admin)
+    seconds = alternate(
+        admin,
+        [(label, jobs, lambda n, run=run: run(n, args.batch)) for label, _kind, jobs, run in scenarios],
+        args.repeat,
+    )
     boss.delete_queue(QUEUE)
 
     facts = server_facts(admin)

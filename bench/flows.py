@@ -41,7 +41,7 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from bench.enqueue import source_revision  # noqa: E402
+from bench.common import source_revision  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.api.flows import FlowJob  # noqa: E402
 from django_pgboss.monitor.runner import Monitor  # noqa: E402

@@ -35,7 +35,7 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402
 
-from bench.enqueue import TABLE, raw_connection, source_revision  # noqa: E402
+from bench.common import TABLE, fresh_queues, load_average, raw_connection, settle_table, source_revision  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.worker.registry import Registration  # noqa: E402
 from django_pgboss.worker.runner import Worker  # noqa: E402
@@ -97,16 +97,13 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     admin = raw_connection()
     boss = Boss()
-    if boss.get_queue(QUEUE) is not None:
-        boss.delete_queue(QUEUE)
-    boss.create_queue(QUEUE)
+    fresh_queues(boss, QUEUE)
     started = time.perf_counter()
     admin.execute(
         f"INSERT INTO {TABLE} (name, data) SELECT %s, jsonb_build_object('i', i) FROM generate_series(1, %s) AS i",
         (QUEUE, args.jobs),
     )
-    admin.execute(f"VACUUM ANALYZE {TABLE}")
-    admin.execute("CHECKPOINT")
+    settle_table(admin)
     print(f"filled {args.jobs:,} jobs in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
@@ -115,9 +112,7 @@ def main() -> None:
     before, seen, peak, completed, failed = results.get()
     child.join()
     boss.delete_queue(QUEUE)
-    print(
-        f"django_pgboss at {source_revision()}; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
-    )
+    print(f"django_pgboss at {source_revision()}; load average {load_average()}")
     print(
         f"worker, concurrency 4, batch size {args.batch_size}, no-op handler: {completed:,} completed, "
         f"{failed} failed; RSS {before / 2**20:.1f} MiB after Django's set-up, before the worker ran"

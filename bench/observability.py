@@ -47,8 +47,19 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import multiprocessing  # noqa: E402
 
-from bench.drain import QUEUE, TABLE, load, raw_connection, transactions  # noqa: E402
-from bench.enqueue import server_facts, source_revision  # noqa: E402
+from bench.common import (  # noqa: E402
+    TABLE,
+    fill,
+    fresh_queues,
+    join_children,
+    last_completed,
+    raw_connection,
+    server_facts,
+    source_revision,
+    start_children,
+    transactions,
+)
+from bench.drain import QUEUE  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.observability import tracing  # noqa: E402
 from django_pgboss.worker.registry import Registration  # noqa: E402
@@ -83,7 +94,7 @@ def instruments() -> Any:
     return WorkerMetrics().connect()
 
 
-def drain(ready: Any, go: Any, cpu: Any) -> None:
+def drain(cpu: Any, ready: Any, go: Any) -> None:
     metrics = instruments()
     registration = Registration(
         QUEUE, lambda job: None, batch_size=FETCH_SIZE, concurrency=CONCURRENCY, polling_interval_seconds=0.1
@@ -112,30 +123,15 @@ def send(sends: int, result: Any) -> None:
 
 def run_drain(admin: Any, mode: str, processes: int, jobs: int) -> tuple[float, float]:
     """One timed drain: (seconds, CPU seconds the worker processes spent in Worker.run())."""
-    load(admin, jobs)
+    fill(admin, QUEUE, jobs)
     os.environ[MODE_VARIABLE] = mode
-    ctx = multiprocessing.get_context("spawn")
-    ready, go, cpu = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
-    children = [ctx.Process(target=drain, args=(ready, go, cpu)) for _ in range(processes)]
-    for child in children:
-        child.start()
-    for _ in children:
-        if not ready.acquire(timeout=120):
-            raise SystemExit(f"{mode}: a process did not start within 120 s")
+    cpu = multiprocessing.get_context("spawn").Queue()
+    children, go = start_children(drain, (cpu,), processes, mode, timeout=120)
     transactions(admin)
     started = time.time()
     go.set()
-    for child in children:
-        child.join(timeout=900)
-        if child.exitcode != 0:
-            raise SystemExit(f"{mode}: a process exited with {child.exitcode}")
-    last, completed = admin.execute(
-        f"SELECT extract(epoch FROM max(completed_on))::float8, count(*) FILTER (WHERE state = 'completed') "
-        f"FROM {TABLE} WHERE name = %s",
-        (QUEUE,),
-    ).fetchone()
-    if completed != jobs:
-        raise SystemExit(f"{mode}: {completed} of {jobs} jobs completed")
+    join_children(children, mode, timeout=900)
+    last = last_completed(admin, QUEUE, jobs, mode)
     return last - started, sum(cpu.get(timeout=60) for _ in children)
 
 
@@ -165,10 +161,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     admin = raw_connection()
     boss = Boss()
-    for name in (QUEUE, SEND_QUEUE):
-        if boss.get_queue(name) is not None:
-            boss.delete_queue(name)
-        boss.create_queue(name)
+    fresh_queues(boss, QUEUE, SEND_QUEUE)
     drains: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
     sends: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
     for repeat in range(args.repeat):

@@ -75,7 +75,16 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connections  # noqa: E402
 from psycopg.types.json import Jsonb  # noqa: E402
 
-from bench.enqueue import TABLE, memory_total, raw_connection, server_facts, source_revision  # noqa: E402
+from bench.common import (  # noqa: E402
+    TABLE,
+    fill,
+    load_average,
+    memory_total,
+    raw_connection,
+    server_facts,
+    settle_table,
+    source_revision,
+)
 from bench.peersapp.jobs import QUEUE  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
 
@@ -187,8 +196,7 @@ def fill_ceiling(admin: psycopg.Connection, jobs: int) -> None:
         "INSERT INTO ceiling.job (q, data) SELECT %s, jsonb_build_object('i', i) FROM generate_series(0, %s - 1) i",
         (QUEUE, jobs),
     )
-    admin.execute("VACUUM ANALYZE ceiling.job")
-    admin.execute("CHECKPOINT")
+    settle_table(admin, "ceiling.job")
 
 
 # -- django_pgboss --------------------------------------------------------------------------------
@@ -211,12 +219,7 @@ def boss_send(jobs: int) -> float:
 
 
 def fill_pgboss(admin: psycopg.Connection, jobs: int) -> None:
-    admin.execute(f"TRUNCATE {TABLE}")
-    boss = Boss()
-    for start in range(0, jobs, PER_CALL):
-        boss.insert(QUEUE, [{"data": {"i": i}} for i in range(start, min(start + PER_CALL, jobs))])
-    admin.execute(f"VACUUM ANALYZE {TABLE}")
-    admin.execute("CHECKPOINT")
+    fill(admin, QUEUE, jobs)
 
 
 def drain_window(admin: psycopg.Connection, jobs: int, who: str) -> float:
@@ -412,10 +415,6 @@ def run(admin: psycopg.Connection, workload: str, system: str, jobs: int) -> Run
         boss_drain(batch_size, VARIANTS.get(system))
     cpu = client_cpu() - client - startup, server_cpu(admin) - server
     return Run(drain_window(admin, jobs, system), *cpu)
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main() -> None:

@@ -48,7 +48,8 @@ from django.db import connections
 from django.test import override_settings
 from psycopg.types.json import Jsonb
 
-from bench.enqueue import QUEUE, SINGLE_SQL, TABLE, count_jobs, raw_connection, reset, source_revision
+from bench.common import alternate, fresh_queues, raw_connection, source_revision
+from bench.enqueue import QUEUE, SINGLE_SQL
 from django_pgboss.api.boss import Boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
@@ -104,9 +105,7 @@ def main() -> None:
     admin = raw_connection()
     conn = raw_connection()
     boss = Boss()
-    if boss.get_queue(QUEUE) is not None:
-        boss.delete_queue(QUEUE)
-    boss.create_queue(QUEUE)
+    fresh_queues(boss, QUEUE)
     sql = boss_statement()
     django_conn = connections["default"]
 
@@ -176,18 +175,8 @@ def main() -> None:
         ("5 raw: INSERT .. VALUES, prepared (ceiling)", ceiling),
         ("boss.send, PREPARED_STATEMENTS False", boss_send_unprepared),
     ]
-    per_job: dict[str, list[float]] = {label: [] for label, _ in steps}
-    for repeat in range(args.repeat):
-        for label, run in steps:
-            reset(admin)
-            started = time.perf_counter()
-            run(args.jobs)
-            elapsed = time.perf_counter() - started
-            if count_jobs(admin) != args.jobs:
-                raise SystemExit(f"{label}: expected {args.jobs} jobs in {TABLE}")
-            per_job[label].append(elapsed / args.jobs * 1e6)
-        print(f"  repeat {repeat + 1}/{args.repeat} done", file=sys.stderr)
-    reset(admin)
+    seconds = alternate(admin, [(label, args.jobs, run) for label, run in steps], args.repeat)
+    per_job = {label: [s / args.jobs * 1e6 for s in values] for label, values in seconds.items()}
 
     offline = Boss(context=_OfflineContext())
     offline.send(QUEUE, {"i": 0})  # the real queue lookup; only the insert meets the stub

@@ -49,7 +49,7 @@ import psycopg  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from bench.enqueue import SCHEMA, memory_total, raw_connection, server_facts, source_revision  # noqa: E402
+from bench.common import SCHEMA, memory_total, raw_connection, server_facts, source_revision  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
 
 QUEUE = "bench_purge"

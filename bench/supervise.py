@@ -52,8 +52,8 @@ import psycopg  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
+from bench.common import SCHEMA, TABLE, memory_total, raw_connection, server_facts, source_revision  # noqa: E402
 from bench.drain import CLAIM_SQL, COMPLETE_SQL  # noqa: E402
-from bench.enqueue import SCHEMA, TABLE, memory_total, raw_connection, server_facts, source_revision  # noqa: E402
 from bench.peers import node, node_version  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.conf import pgboss_settings  # noqa: E402

@@ -30,7 +30,6 @@ it). Each write run also checks that bench_effect holds exactly one row per job.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import statistics
 import sys
@@ -50,8 +49,20 @@ import psycopg  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from bench.drain import CONCURRENCY, QUEUE, load, transactions  # noqa: E402
-from bench.enqueue import TABLE, memory_total, raw_connection, server_facts, source_revision  # noqa: E402
+from bench.common import (  # noqa: E402
+    TABLE,
+    fill,
+    fresh_queues,
+    join_children,
+    last_completed,
+    memory_total,
+    raw_connection,
+    server_facts,
+    source_revision,
+    start_children,
+    transactions,
+)
+from bench.drain import CONCURRENCY, QUEUE  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.worker.registry import Registration  # noqa: E402
 from django_pgboss.worker.runner import Worker  # noqa: E402
@@ -111,32 +122,15 @@ def run_drain(
     admin: psycopg.Connection, scenario: Scenario, processes: int, jobs: int
 ) -> tuple[float, float]:
     admin.execute("TRUNCATE bench_effect")
-    load(admin, jobs)
-    ctx = multiprocessing.get_context("spawn")
-    ready = ctx.Semaphore(0)
-    go = ctx.Event()
-    children = [ctx.Process(target=drain, args=(scenario, ready, go)) for _ in range(processes)]
-    for child in children:
-        child.start()
-    for _ in children:
-        if not ready.acquire(timeout=60):
-            raise SystemExit(f"{scenario.label}: a process did not start within 60 s")
+    fill(admin, QUEUE, jobs)
+    children, go = start_children(drain, (scenario,), processes, scenario.label)
     before = transactions(admin)
     started = time.time()
     go.set()
-    for child in children:
-        child.join(timeout=600)
-        if child.exitcode != 0:
-            raise SystemExit(f"{scenario.label}: a process exited with {child.exitcode}")
+    join_children(children, scenario.label)
     time.sleep(0.2)
     spent = transactions(admin) - before
-    last, completed = admin.execute(
-        f"SELECT extract(epoch FROM max(completed_on))::float8, count(*) FILTER (WHERE state = 'completed') "
-        f"FROM {TABLE} WHERE name = %s",
-        (QUEUE,),
-    ).fetchone()
-    if completed != jobs:
-        raise SystemExit(f"{scenario.label}: {completed} of {jobs} jobs completed")
+    last = last_completed(admin, QUEUE, jobs, scenario.label)
     if scenario.handler == "write":
         effects, distinct = admin.execute(
             "SELECT count(*), count(DISTINCT job_id) FROM bench_effect"
@@ -157,9 +151,7 @@ def main() -> None:
     admin = raw_connection()
     admin.execute("CREATE TABLE IF NOT EXISTS bench_effect (job_id uuid NOT NULL)")
     boss = Boss()
-    if boss.get_queue(QUEUE) is not None:
-        boss.delete_queue(QUEUE)
-    boss.create_queue(QUEUE)
+    fresh_queues(boss, QUEUE)
     scenarios = [
         Scenario(handler, transactional, age)
         for handler in HANDLERS
