@@ -105,9 +105,10 @@ class RunPgBossSQL(Operation):
 UPGRADE_STEPS = {version: f"upgrade/v{version}_to_v{version + 1}.sql" for version in range(25, 43)}
 UPGRADE_FUNCTIONS = "upgrade/functions_43.sql"
 #: The frozen steps that roll a schema back one version, by the version each starts from, with the
-#: effect of pg-boss's rollback of that version (``pg-boss rollback``); manage.py pgboss_rollback
-#: runs them. pg-boss has a rollback for every version from 26 up; ours start at the newest.
-ROLLBACK_STEPS = {43: "rollback/v43_to_v42.sql"}
+#: effect of pg-boss 12.35's rollback of that version (``pg-boss rollback``, migrationStore's
+#: ``uninstall``), one for every version pg-boss has one for: 43 down to 26 (to 25).
+#: manage.py pgboss_rollback runs them.
+ROLLBACK_STEPS = {version: f"rollback/v{version}_to_v{version - 1}.sql" for version in range(26, 44)}
 
 
 # Where migrate writes its progress, and at what verbosity: pre_migrate hands both to its

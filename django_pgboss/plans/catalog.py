@@ -138,3 +138,8 @@ def versions(schema: str) -> str:
 def partitioned_queues(schema: str) -> str:
     """Each queue that has a table of its own: name, table name, policy. ``schema`` is quoted."""
     return f"SELECT name, table_name, policy FROM {schema}.queue WHERE partition ORDER BY name"
+
+
+def queues_of_policy(schema: str) -> str:
+    """The names of the queues of one policy, in order. ``schema`` is quoted. Parameter: policy."""
+    return f"SELECT name FROM {schema}.queue WHERE policy = %(policy)s ORDER BY name"

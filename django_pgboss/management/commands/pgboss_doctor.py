@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connections
 
-from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import SCHEMA_VERSION
+from django_pgboss.management.schema_reading import read_installed_schema
 from django_pgboss.schema.manifest import expected_catalog
-from django_pgboss.schema.state import read_state
 from django_pgboss.version import version_text
 
 
@@ -35,31 +32,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            alias = options["database"] or pgboss_settings.DATABASE
-            schema = pgboss_settings.SCHEMA
-        except ImproperlyConfigured as exc:
-            # The doctor runs without the system checks (it must work on a broken deployment), so
-            # it says itself what pgboss.E004 would: one line, not a traceback.
-            raise CommandError(f"{exc} (pgboss.E004)") from None
-        with connections[alias].cursor() as cursor:
-            state = read_state(cursor, schema)
-        where = f'pg-boss schema "{schema}" in database {alias!r}'
-        if not state.catalog.exists or not state.installed:
-            objects = state.pgboss_objects() if state.catalog.exists else []
-            detail = f" (it holds {', '.join(objects)} but no version table)" if objects else ""
-            raise CommandError(
-                f"the pgboss schema is not installed in database {alias!r}{detail}: run manage.py migrate pgboss"
-            )
-        if state.version is None:
-            raise CommandError(
-                f"{where}: the version table holds {len(state.versions)} rows, expected one (version {SCHEMA_VERSION})"
-            )
-        if state.version < SCHEMA_VERSION:
+        found = read_installed_schema(options["database"])
+        state, where = found.state, found.where
+        if found.version < SCHEMA_VERSION:
             raise CommandError(
                 f"{where} is at version {state.version}, older than {SCHEMA_VERSION}: run manage.py migrate pgboss"
             )
-        if state.version > SCHEMA_VERSION:
+        if found.version > SCHEMA_VERSION:
             raise CommandError(
                 f"{where} is at version {state.version}, newer than the {SCHEMA_VERSION} this django_pgboss "
                 f"supports (pg-boss 12.35): upgrade django_pgboss"

@@ -1,0 +1,60 @@
+"""What the schema commands (pgboss_doctor, pgboss_rollback) first read: which database and schema
+they act on, and what is installed there, with the refusals they share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import CommandError
+from django.db import connections
+
+from django_pgboss.conf import pgboss_settings
+from django_pgboss.schema.state import SchemaState, read_state
+
+
+@dataclass(frozen=True)
+class InstalledSchema:
+    """The database alias and pg-boss schema a command acts on, and what was found there."""
+
+    alias: str
+    schema: str
+    state: SchemaState
+
+    @property
+    def where(self) -> str:
+        """The schema and database as every message of the commands names them."""
+        return f'pg-boss schema "{self.schema}" in database {self.alias!r}'
+
+    @property
+    def version(self) -> int:
+        """The one version row's value (read_installed_schema refuses any other version table)."""
+        assert self.state.version is not None
+        return self.state.version
+
+
+def read_installed_schema(database: str | None) -> InstalledSchema:
+    """Read the schema of PGBOSS["SCHEMA"] on ``database`` (default PGBOSS["DATABASE"]).
+
+    Raises CommandError, before any change, when the settings are invalid, when no pg-boss schema is
+    installed there (no version table), or when its version table does not hold exactly one row.
+    """
+    try:
+        alias = database or pgboss_settings.DATABASE
+        schema = pgboss_settings.SCHEMA
+    except ImproperlyConfigured as exc:
+        # The schema commands run without the system checks (they must work on a broken
+        # deployment), so they say themselves what pgboss.E004 would: one line, not a traceback.
+        raise CommandError(f"{exc} (pgboss.E004)") from None
+    with connections[alias].cursor() as cursor:
+        state = read_state(cursor, schema)
+    found = InstalledSchema(alias, schema, state)
+    if not state.catalog.exists or not state.installed:
+        objects = state.pgboss_objects() if state.catalog.exists else []
+        detail = f" (it holds {', '.join(objects)} but no version table)" if objects else ""
+        raise CommandError(
+            f"the pgboss schema is not installed in database {alias!r}{detail}: run manage.py migrate pgboss"
+        )
+    if state.version is None:
+        raise CommandError(f"{found.where}: the version table holds {len(state.versions)} rows, expected one")
+    return found
