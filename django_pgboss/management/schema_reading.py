@@ -33,19 +33,30 @@ class InstalledSchema:
         return self.state.version
 
 
-def read_installed_schema(database: str | None) -> InstalledSchema:
-    """Read the schema of PGBOSS["SCHEMA"] on ``database`` (default PGBOSS["DATABASE"]).
+def configured_schema(database: str | None) -> tuple[str, str]:
+    """The database alias (``database``, default PGBOSS["DATABASE"]) and PGBOSS["SCHEMA"].
+
+    Raises CommandError when the settings are invalid: the schema commands run without the system
+    checks (they must work on a broken deployment), so they say themselves what pgboss.E004 would,
+    in one line, not a traceback.
+    """
+    try:
+        return database or pgboss_settings.DATABASE, pgboss_settings.SCHEMA
+    except ImproperlyConfigured as exc:
+        raise CommandError(f"{exc} (pgboss.E004)") from None
+
+
+def read_installed_schema(database: str | None, schema: str | None = None) -> InstalledSchema:
+    """Read the pg-boss schema on ``database`` (an alias, default PGBOSS["DATABASE"]; ``schema``
+    default PGBOSS["SCHEMA"]).
 
     Raises CommandError, before any change, when the settings are invalid, when no pg-boss schema is
     installed there (no version table), or when its version table does not hold exactly one row.
     """
-    try:
+    if schema is None:
+        alias, schema = configured_schema(database)
+    else:
         alias = database or pgboss_settings.DATABASE
-        schema = pgboss_settings.SCHEMA
-    except ImproperlyConfigured as exc:
-        # The schema commands run without the system checks (they must work on a broken
-        # deployment), so they say themselves what pgboss.E004 would: one line, not a traceback.
-        raise CommandError(f"{exc} (pgboss.E004)") from None
     with connections[alias].cursor() as cursor:
         state = read_state(cursor, schema)
     found = InstalledSchema(alias, schema, state)

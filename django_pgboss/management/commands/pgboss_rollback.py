@@ -10,10 +10,11 @@ from django.db import DatabaseError, connections, transaction
 from django.db.migrations.recorder import MigrationRecorder
 
 from django_pgboss.constants import SCHEMA_VERSION
-from django_pgboss.db.identifiers import quote_schema
-from django_pgboss.management.schema_reading import InstalledSchema, read_installed_schema
+from django_pgboss.db.identifiers import quote_schema, schema_key
+from django_pgboss.management.schema_reading import InstalledSchema, configured_schema, read_installed_schema
 from django_pgboss.operations import ROLLBACK_STEPS, render_sql
 from django_pgboss.plans.catalog import queues_of_policy
+from django_pgboss.plans.queues import advisory_lock
 from django_pgboss.schema.state import OLDEST_MIGRATABLE_VERSION
 from django_pgboss.version import version_text
 
@@ -56,23 +57,23 @@ class Command(BaseCommand):
         target = options["to"]
         if target is not None and target < OLDEST_MIGRATABLE_VERSION:
             raise CommandError(f"--to {target}: {too_old(target)}")
-        found = read_installed_schema(options["database"])
+        alias, schema = configured_schema(options["database"])
+        quote_schema(schema)  # an invalid name is refused before any SQL
+        with transaction.atomic(using=alias):
+            if not options["sql"]:
+                # pg-boss's migration lock before the schema is read, so that what the checks below
+                # find is what the steps meet: no pg-boss instance migrates it meanwhile.
+                with connections[alias].cursor() as cursor:
+                    cursor.execute(advisory_lock(), {"lock_key": f".pgboss.{schema_key(schema)}"})
+                    cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            found = read_installed_schema(alias, schema)
+            target = checked_target(found, target)
+            self.roll_back(found, target, print_only=options["sql"])
+
+    def roll_back(self, found: InstalledSchema, target: int, *, print_only: bool) -> None:
+        """Run (or print) the steps from ``found``'s version down to ``target``, in the caller's
+        transaction, and forget pgboss's recorded migrations with them."""
         current = found.version
-        if not OLDEST_MIGRATABLE_VERSION <= current <= SCHEMA_VERSION:
-            raise CommandError(
-                f"{found.where} is at version {current}, which django_pgboss does not roll back: it has the "
-                f"steps of pg-boss 12.35, from {SCHEMA_VERSION} down to {OLDEST_MIGRATABLE_VERSION}"
-            )
-        if target is None:
-            target = current - 1
-        if target < OLDEST_MIGRATABLE_VERSION:
-            raise CommandError(f"{found.where} is at version {current}: {too_old(target)}")
-        if target >= current:
-            raise CommandError(
-                f"{found.where} is at version {current}: --to {target} is not below it (a rollback goes down; "
-                f"`manage.py migrate pgboss` goes up)"
-            )
-        refuse_unsafe(found, target)
         steps = [render_sql(ROLLBACK_STEPS[version], found.schema) for version in range(current, target, -1)]
         connection = connections[found.alias]
         recorder = MigrationRecorder(connection)
@@ -82,7 +83,7 @@ class Command(BaseCommand):
             else None
         )
         span = f"from version {current} to {target}"
-        if options["sql"]:
+        if print_only:
             self.stdout.write(f"-- Rolls {found.where} back {span}, one step per version.")
             self.stdout.write("BEGIN;")
             self.stdout.write(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}';")
@@ -95,9 +96,7 @@ class Command(BaseCommand):
                 self.stdout.write(forget)
             self.stdout.write("COMMIT;")
             return
-        forgotten = 0
-        with transaction.atomic(using=found.alias), connection.cursor() as cursor:
-            cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+        with connection.cursor() as cursor:
             for version, sql in zip(range(current, target, -1), steps, strict=True):
                 try:
                     # params=None keeps the driver from reading the format() specifiers (%I, %L) of
@@ -108,8 +107,7 @@ class Command(BaseCommand):
                         f"{found.where}: the step from version {version} to {version - 1} failed, so nothing "
                         f"was changed (the whole rollback is one transaction): {exc}".rstrip()
                     ) from exc
-            if forget:
-                forgotten, _ = recorder.migration_qs.filter(app="pgboss").delete()
+        forgotten = recorder.migration_qs.filter(app="pgboss").delete()[0] if forget else 0
         self.stdout.write(self.style.SUCCESS(f"rolled back {found.where} {span}."))
         if forgotten:
             self.stdout.write(
@@ -120,6 +118,28 @@ class Command(BaseCommand):
             f"django_pgboss needs version {SCHEMA_VERSION}: run pg-boss's own release for version {target} "
             "on it meanwhile (see docs/operations.md, 'Rolling back')."
         )
+
+
+def checked_target(found: InstalledSchema, target: int | None) -> int:
+    """The version to roll back to (default: the one before the schema's), or CommandError saying
+    why this schema is not rolled back there."""
+    current = found.version
+    if not OLDEST_MIGRATABLE_VERSION <= current <= SCHEMA_VERSION:
+        raise CommandError(
+            f"{found.where} is at version {current}, which django_pgboss does not roll back: it has the "
+            f"steps of pg-boss 12.35, from {SCHEMA_VERSION} down to {OLDEST_MIGRATABLE_VERSION}"
+        )
+    if target is None:
+        target = current - 1
+    if target < OLDEST_MIGRATABLE_VERSION:
+        raise CommandError(f"{found.where} is at version {current}: {too_old(target)}")
+    if target >= current:
+        raise CommandError(
+            f"{found.where} is at version {current}: --to {target} is not below it (a rollback goes down; "
+            f"`manage.py migrate pgboss` goes up)"
+        )
+    refuse_unsafe(found, target)
+    return target
 
 
 def too_old(target: int) -> str:

@@ -34,6 +34,7 @@ ALTER INDEX {{schema}}.job_common_i2 RENAME TO job_i2;
 ALTER INDEX {{schema}}.job_common_i1 RENAME TO job_i1;
 SELECT {{schema}}.job_table_run($cmd$DROP INDEX IF EXISTS {{schema}}.job_i7$cmd$);
 
+-- create_queue() as schema 26 has it.
 CREATE OR REPLACE FUNCTION {{schema}}.create_queue(queue_name text, options jsonb)
 RETURNS VOID AS
 $$

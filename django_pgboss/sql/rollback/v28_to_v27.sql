@@ -2,8 +2,8 @@
 -- own rollback of its migration 28 (migrationStore's uninstall steps, the partitioned layout). Frozen.
 --
 -- What goes: the key_strict_fifo index job_i8 and the singleton-key CHECK on every job table;
--- create_queue() goes back to schema 27's (no key_strict_fifo policy). A queue of that policy
--- keeps its row, which schema 27 does not know how to work.
+-- create_queue() goes back to schema 27's (no key_strict_fifo policy). manage.py pgboss_rollback
+-- refuses this step while a queue of that policy exists, which schema 27 could not work.
 -- Jobs and the rest of the schema stay. Run by manage.py pgboss_rollback, in its transaction.
 
 SELECT pg_advisory_xact_lock(
@@ -28,6 +28,7 @@ DELETE FROM {{schema}}.bam WHERE version = 28 AND status <> 'completed';
 SELECT {{schema}}.job_table_run($cmd$DROP INDEX IF EXISTS {{schema}}.job_i8$cmd$);
 SELECT {{schema}}.job_table_run($cmd$ALTER TABLE {{schema}}.job DROP CONSTRAINT IF EXISTS job_key_strict_fifo_singleton_key_check$cmd$);
 
+-- create_queue() as schema 27 has it.
 CREATE OR REPLACE FUNCTION {{schema}}.create_queue(queue_name text, options jsonb)
 RETURNS VOID AS
 $$

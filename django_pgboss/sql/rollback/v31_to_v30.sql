@@ -24,6 +24,7 @@ $check$;
 DROP INDEX IF EXISTS {{schema}}.job_dep_parent_idx;
 DROP TABLE IF EXISTS {{schema}}.job_dependency;
 
+-- create_queue() as schema 30 has it.
 CREATE OR REPLACE FUNCTION {{schema}}.create_queue(queue_name text, options jsonb)
 RETURNS VOID AS
 $$

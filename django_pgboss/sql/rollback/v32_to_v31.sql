@@ -23,6 +23,7 @@ $check$;
 ALTER TABLE {{schema}}.queue DROP COLUMN ready_count;
 ALTER TABLE {{schema}}.queue DROP COLUMN failed_count;
 
+-- create_queue() as schema 31 has it.
 CREATE OR REPLACE FUNCTION {{schema}}.create_queue(queue_name text, options jsonb)
 RETURNS VOID AS
 $$

@@ -20,6 +20,7 @@ BEGIN
 END
 $check$;
 
+-- Schema 36's job_table_format(), the naive replace() one, as pg-boss keeps it for this rollback.
 CREATE OR REPLACE FUNCTION {{schema}}.job_table_format(command text, table_name text)
 RETURNS text AS
 $$

@@ -25,7 +25,8 @@ $check$;
 -- under a later version and rebuild what this step drops.
 DELETE FROM {{schema}}.bam WHERE version = 40 AND status <> 'completed';
 
-
+-- create_queue() as schema 39 has it, restored before the job tables change, so that a queue
+-- created while this runs gets a table of schema 39's shape.
 CREATE OR REPLACE FUNCTION {{schema}}.create_queue(queue_name text, options jsonb)
 RETURNS VOID AS
 $$

@@ -20,6 +20,8 @@ BEGIN
 END
 $check$;
 
+-- create_queue() as schema 41 has it, restored before the job tables change, so that a queue
+-- created while this runs gets a table of schema 41's shape.
 CREATE OR REPLACE FUNCTION {{schema}}.create_queue(queue_name text, options jsonb)
 RETURNS VOID AS
 $$
