@@ -4,32 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError
 
 from django_pgboss.constants import SCHEMA_VERSION
-from django_pgboss.management.schema_reading import read_installed_schema
+from django_pgboss.management.schema_commands import SchemaCommand, read_installed_schema
 from django_pgboss.schema.manifest import expected_catalog
-from django_pgboss.version import version_text
 
 
-class Command(BaseCommand):
+class Command(SchemaCommand):
     help = (
         "Check the pg-boss schema against pg-boss 12.35's schema 43, as pg-boss's own drift check does "
         "(tables, partitions, columns, defaults, indexes, constraints, functions, the job_state enum). "
         "Exits non-zero when it differs."
     )
-    requires_system_checks: list[str] = []
-
-    def get_version(self) -> str:
-        """What --version prints: django_pgboss's version and the pg-boss release it ports."""
-        return version_text()
-
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "--database",
-            default=None,
-            help='the database alias whose schema to check (default PGBOSS["DATABASE"])',
-        )
+    database_help = "the database alias whose schema to check"
 
     def handle(self, *args: Any, **options: Any) -> None:
         found = read_installed_schema(options["database"])

@@ -5,25 +5,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import DatabaseError, connections, transaction
 from django.db.migrations.recorder import MigrationRecorder
 
 from django_pgboss.constants import SCHEMA_VERSION
 from django_pgboss.db.identifiers import quote_schema, schema_key
-from django_pgboss.management.schema_reading import InstalledSchema, configured_schema, read_installed_schema
+from django_pgboss.management.schema_commands import (
+    InstalledSchema,
+    SchemaCommand,
+    configured_schema,
+    read_installed_schema,
+)
 from django_pgboss.operations import ROLLBACK_STEPS, render_sql
 from django_pgboss.plans.catalog import queues_of_policy
 from django_pgboss.plans.queues import advisory_lock
 from django_pgboss.schema.state import OLDEST_MIGRATABLE_VERSION
-from django_pgboss.version import version_text
 
 #: pg-boss's own rollback waits at most this long for a lock (its transaction's lock_timeout), so
 #: a rollback queued behind a long statement fails instead of stalling every worker behind it.
 LOCK_TIMEOUT = "30s"
 
 
-class Command(BaseCommand):
+class Command(SchemaCommand):
     help = (
         "Roll the pg-boss schema back one version, as pg-boss's own `pg-boss rollback` does, or down to "
         "--to N (25 at the oldest, pg-boss 11.0), step by step, all in one transaction under pg-boss's "
@@ -31,17 +35,10 @@ class Command(BaseCommand):
         "so `manage.py migrate pgboss` upgrades the schema again. django_pgboss itself needs schema 43: "
         "stop its workers and monitors first."
     )
-    requires_system_checks: list[str] = []
-
-    def get_version(self) -> str:
-        return version_text()
+    database_help = "the database alias whose schema to roll back"
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "--database",
-            default=None,
-            help='the database alias whose schema to roll back (default PGBOSS["DATABASE"])',
-        )
+        super().add_arguments(parser)
         parser.add_argument(
             "--to",
             type=int,

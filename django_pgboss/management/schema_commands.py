@@ -1,16 +1,39 @@
-"""What the schema commands (pgboss_doctor, pgboss_rollback) first read: which database and schema
-they act on, and what is installed there, with the refusals they share."""
+"""What the schema commands (pgboss_doctor, pgboss_rollback) share: their base class (no system
+checks, --version, --database), which database and schema they act on, and what is installed there,
+with the refusals they make alike."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.schema.state import SchemaState, read_state
+from django_pgboss.version import version_text
+
+
+class SchemaCommand(BaseCommand):
+    """The base of the commands that act on the pg-boss schema itself.
+
+    They run without the system checks, since they must work on a deployment the checks reject (a
+    schema not installed, older, drifted), and take ``--database``; ``database_help`` says what the
+    subclass does to that database's schema.
+    """
+
+    requires_system_checks: list[str] = []
+    database_help = "the database alias whose schema to use"
+
+    def get_version(self) -> str:
+        """What --version prints: django_pgboss's version and the pg-boss release it ports."""
+        return version_text()
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--database", default=None, help=f'{self.database_help} (default PGBOSS["DATABASE"])'
+        )
 
 
 @dataclass(frozen=True)
