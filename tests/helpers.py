@@ -59,3 +59,36 @@ def pgboss_settings_with(**changes: Any):
     from django.test import override_settings
 
     return override_settings(PGBOSS={**getattr(settings, "PGBOSS", {}), **changes})
+
+
+#: The two kinds of handler a worker runs: on a handler thread, and on its event loop.
+HANDLER_KINDS = ("sync", "async")
+
+
+def handler_of(kind: str, body: Any, *, sleep_before: float = 0.0, sleep_after: float = 0.0) -> Any:
+    """``body`` (a sync function of the job, or of the jobs with ``batch=True``) as a handler of
+    ``kind``: "sync" runs it on a handler thread, "async" is an ``async def`` calling it on the
+    worker's loop (so ``body`` must neither block nor query). Each sleeps as its kind does
+    (time.sleep, asyncio.sleep) before and after the body, and returns the body's value."""
+    import asyncio
+    import time
+
+    if kind == "sync":
+
+        def handler(job: Any) -> Any:
+            time.sleep(sleep_before)
+            value = body(job)
+            time.sleep(sleep_after)
+            return value
+
+        return handler
+    if kind != "async":
+        raise ValueError(f"kind must be one of {HANDLER_KINDS}, not {kind!r}")
+
+    async def async_handler(job: Any) -> Any:
+        await asyncio.sleep(sleep_before)
+        value = body(job)
+        await asyncio.sleep(sleep_after)
+        return value
+
+    return async_handler

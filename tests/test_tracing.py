@@ -20,6 +20,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from django_pgboss import boss
 from django_pgboss.monitor.runner import Monitor
 from django_pgboss.observability import tracing
+from tests.helpers import HANDLER_KINDS, handler_of
 from tests.test_worker import REPO, worker_env
 
 pytestmark = pytest.mark.django_db
@@ -158,12 +159,13 @@ def run_burst(queue: str, handler, **options) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_send_span_and_the_handler_span_of_one_job_are_joined_by_the_job_s_trace(spans):
+@pytest.mark.parametrize("kind", HANDLER_KINDS)
+def test_the_send_span_and_the_handler_span_of_one_job_are_joined_by_the_job_s_trace(spans, kind):
     boss.create_queue("mail")
     tracer = trace.get_tracer("tests")
     with tracer.start_as_current_span("POST /signup"):
         job_id = boss.send("mail", {"to": "a@example.com"})
-    run_burst("mail", lambda job: {"sent": True})
+    run_burst("mail", handler_of(kind, lambda job: {"sent": True}))
     (send,) = by_name(spans, "send mail")
     (process,) = by_name(spans, "process mail")
     (fetch,) = by_name(spans, "fetch mail")
@@ -187,7 +189,8 @@ def test_the_send_span_and_the_handler_span_of_one_job_are_joined_by_the_job_s_t
 
 
 @pytest.mark.django_db(transaction=True)
-def test_every_attempt_of_a_job_is_in_its_trace_and_a_failure_is_recorded(spans):
+@pytest.mark.parametrize("kind", HANDLER_KINDS)
+def test_every_attempt_of_a_job_is_in_its_trace_and_a_failure_is_recorded(spans, kind):
     boss.create_queue("flaky", retry_limit=1)
     job_id = boss.send("flaky", {})
 
@@ -195,7 +198,7 @@ def test_every_attempt_of_a_job_is_in_its_trace_and_a_failure_is_recorded(spans)
         if job.retry_count == 0:
             raise ValueError("first attempt fails")
 
-    run_burst("flaky", handler)
+    run_burst("flaky", handler_of(kind, handler))
     first, second = sorted(by_name(spans, "process flaky"), key=lambda span: span.start_time)
     assert {first.context.trace_id, second.context.trace_id} == {uuid.UUID(job_id).int}
     assert (first.attributes["pgboss.job.retry_count"], second.attributes["pgboss.job.retry_count"]) == (0, 1)
@@ -208,15 +211,45 @@ def test_every_attempt_of_a_job_is_in_its_trace_and_a_failure_is_recorded(spans)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_batch_handler_s_span_links_to_each_job_s_trace(spans):
+@pytest.mark.parametrize("kind", HANDLER_KINDS)
+def test_a_batch_handler_s_span_links_to_each_job_s_trace(spans, kind):
     boss.create_queue("batched")
     ids = boss.insert("batched", [{"data": {"n": n}} for n in range(3)], return_ids=True)
-    run_burst("batched", lambda jobs: None, batch=True, batch_size=3)
+    run_burst("batched", handler_of(kind, lambda jobs: None), batch=True, batch_size=3)
     (process,) = by_name(spans, "process batched")
     assert process.attributes["messaging.batch.message_count"] == 3
     assert {link.context.trace_id for link in process.links} == {uuid.UUID(job_id).int for job_id in ids}
     # Without one job to be the child of, the call is a trace of its own.
     assert process.context.trace_id not in {uuid.UUID(job_id).int for job_id in ids}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inside_an_async_handler_the_job_s_span_is_current_and_covers_the_coroutine(spans):
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    boss.create_queue("amail")
+    job_id = boss.send("amail", {})
+    seen = {}
+
+    def current() -> tuple[int, int]:
+        context = trace.get_current_span().get_span_context()
+        return context.trace_id, context.span_id
+
+    async def handler(job):
+        seen["before"] = current()
+        await asyncio.sleep(0.2)
+        seen["after"] = current()
+        # What the coroutine runs on a thread (the async ORM's way) sees it too.
+        seen["thread"] = await sync_to_async(current)()
+
+    run_burst("amail", handler, concurrency=2)
+    (process,) = by_name(spans, "process amail")
+    mine = (uuid.UUID(job_id).int, process.context.span_id)
+    assert seen == {"before": mine, "after": mine, "thread": mine}
+    # The span covers the coroutine's run, its await included.
+    assert process.end_time - process.start_time >= 0.2e9
 
 
 @pytest.mark.django_db(transaction=True)

@@ -18,6 +18,7 @@ from django_pgboss import boss
 from django_pgboss.observability.metrics import WorkerMetrics
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.runner import Worker
+from tests.helpers import HANDLER_KINDS, handler_of
 from tests.test_metrics import free_port, samples, scrape, value
 from tests.test_worker import REPO, run_worker, wait_for, worker_env
 
@@ -44,18 +45,18 @@ def exposed(metrics: WorkerMetrics) -> dict:
     return samples(generate_latest(registry).decode())
 
 
-def test_jobs_are_counted_by_outcome_and_each_handler_call_is_timed(metrics):
+@pytest.mark.parametrize("kind", HANDLER_KINDS)
+def test_jobs_are_counted_by_outcome_and_each_handler_call_is_timed(metrics, kind):
     boss.create_queue("mail_dlq")
     boss.create_queue("mail", retry_limit=1, dead_letter="mail_dlq")
     boss.insert("mail", [{"data": {"ok": True}} for _ in range(4)])
     boss.insert("mail", [{"data": {"ok": False}} for _ in range(2)])
 
     def handler(job):
-        time.sleep(0.05)
         if not job.data["ok"]:
             raise ValueError("refused")
 
-    burst("mail", handler, metrics, concurrency=2)
+    burst("mail", handler_of(kind, handler, sleep_before=0.05), metrics, concurrency=2)
     parsed = exposed(metrics)
     assert value(parsed, "pgboss_worker_jobs_total", queue="mail", outcome="completed") == 4
     # Each bad job failed once and went back (retry_limit 1), then failed for good into the dead
@@ -83,23 +84,25 @@ def test_the_send_to_start_delay_counts_from_when_the_job_became_ready(metrics):
     assert value(parsed, "pgboss_worker_send_to_start_seconds_bucket", queue="mail", le="0.5") == 0
 
 
-def test_running_handlers_are_counted_while_they_run(metrics):
+@pytest.mark.parametrize("kind", HANDLER_KINDS)
+def test_running_handlers_are_counted_while_they_run(metrics, kind):
     boss.create_queue("slow")
     boss.insert("slow", [{"data": {}} for _ in range(3)])
     seen = []
 
     def handler(job):
         seen.append(metrics.running.labels("slow")._value.get())
-        time.sleep(0.3)
 
-    burst("slow", handler, metrics, concurrency=3, batch_size=3)
+    burst("slow", handler_of(kind, handler, sleep_after=0.3), metrics, concurrency=3, batch_size=3)
     # The last of three concurrent calls to start saw all three running.
     assert max(seen) == 3
     assert metrics.running.labels("slow")._value.get() == 0
 
 
-def test_pgboss_work_serves_its_metrics_on_its_port():
-    boss.create_queue("echo")
+@pytest.mark.parametrize("queue", ["echo", "aecho"])
+def test_pgboss_work_serves_its_metrics_on_its_port(queue):
+    # "aecho" is echo's async def twin (tests/workapp/jobs.py).
+    boss.create_queue(queue)
     port = free_port()
     worker = subprocess.Popen(
         [
@@ -108,7 +111,7 @@ def test_pgboss_work_serves_its_metrics_on_its_port():
             "django",
             "pgboss_work",
             "--queue",
-            "echo",
+            queue,
             "--metrics-port",
             str(port),
             "--metrics-addr",
@@ -121,18 +124,22 @@ def test_pgboss_work_serves_its_metrics_on_its_port():
         text=True,
     )
     try:
-        boss.insert("echo", [{"data": {"n": n}} for n in range(5)])
+        boss.insert(queue, [{"data": {"n": n}} for n in range(5)])
 
         def handled() -> dict | None:
             try:
                 parsed = samples(scrape(port))
             except (urllib.error.URLError, ConnectionError):
                 return None
-            key = ("pgboss_worker_handler_duration_seconds_count", (("queue", "echo"),))
+            key = ("pgboss_worker_handler_duration_seconds_count", (("queue", queue),))
             return parsed if parsed.get(key) == 5 else None
 
         parsed = wait_for(handled, timeout=60, interval=0.2)
-        assert value(parsed, "pgboss_worker_running_handlers", queue="echo") == 0
+        assert value(parsed, "pgboss_worker_running_handlers", queue=queue) == 0
+        # The counters fed by the job signals, sent by the same handler calls.
+        assert value(parsed, "pgboss_worker_send_to_start_seconds_count", queue=queue) == 5
+        completed = ("pgboss_worker_jobs_total", (("outcome", "completed"), ("queue", queue)))
+        wait_for(lambda: samples(scrape(port)).get(completed) == 5, timeout=30, interval=0.2)
         # A worker serves no queue gauges: they are read from the view or the monitor's port.
         assert not any(name.startswith("pgboss_queue_") for name, _labels in parsed)
     finally:
@@ -192,14 +199,26 @@ def test_a_worker_without_a_port_or_a_folder_counts_nothing(monkeypatch):
     assert "--metrics-port must be between 0 and 65535" in result.stderr
 
 
-def test_a_handler_that_ignores_its_deadline_is_counted_abandoned_until_it_ends(metrics):
+@pytest.mark.parametrize("kind", HANDLER_KINDS)
+def test_a_handler_that_ignores_its_deadline_is_counted_abandoned_until_it_ends(metrics, kind):
+    import asyncio
     import threading
 
     boss.create_queue("slow", expire_in_seconds=1, retry_limit=0)
     boss.send("slow", {})
     release = threading.Event()
+
+    async def stubborn(job):
+        # A coroutine that swallows its cancellation (the async way to ignore the deadline).
+        while not release.is_set():
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                continue
+
+    handler = (lambda job: release.wait(30)) if kind == "sync" else stubborn
     worker = Worker(
-        [Registration("slow", lambda job: release.wait(30), polling_interval_seconds=0.1)],
+        [Registration("slow", handler, polling_interval_seconds=0.1)],
         instruments=metrics,
         max_abandoned_threads=5,
     )

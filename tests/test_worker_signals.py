@@ -15,7 +15,7 @@ from django_pgboss import boss, signals
 from django_pgboss.monitor.runner import Monitor
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.runner import Worker
-from tests.helpers import job_row, rows
+from tests.helpers import HANDLER_KINDS, handler_of, job_row, rows
 from tests.test_signals import raising, received
 from tests.test_worker import run_worker, wait_for
 
@@ -28,7 +28,8 @@ def burst(*registrations: Registration) -> Worker:
     return worker
 
 
-def test_a_worker_sends_started_completed_failed_dead_lettered_and_its_own_start_and_stop():
+@pytest.mark.parametrize("kind", HANDLER_KINDS)
+def test_a_worker_sends_started_completed_failed_dead_lettered_and_its_own_start_and_stop(kind):
     boss.create_queue("dead")
     boss.create_queue("work", retry_limit=1, dead_letter="dead")
     good = boss.send("work", {"n": 2})
@@ -64,7 +65,7 @@ def test_a_worker_sends_started_completed_failed_dead_lettered_and_its_own_start
     for name, receiver in receivers.items():
         getattr(signals, name).connect(receiver, weak=False)
     try:
-        worker = burst(Registration("work", handler, polling_interval_seconds=0.1))
+        worker = burst(Registration("work", handler_of(kind, handler), polling_interval_seconds=0.1))
     finally:
         for name, receiver in receivers.items():
             getattr(signals, name).disconnect(receiver)
@@ -99,7 +100,8 @@ def test_a_worker_sends_started_completed_failed_dead_lettered_and_its_own_start
     assert (dead["job"].id, dead["dead_letter"], dead["dead_letter_id"]) == (bad, "dead", copy[0])
 
 
-def test_a_receiver_that_raises_never_breaks_the_worker(caplog):
+@pytest.mark.parametrize("kind", HANDLER_KINDS)
+def test_a_receiver_that_raises_never_breaks_the_worker(caplog, kind):
     boss.create_queue("work")
     ids = [boss.send("work", {"n": n}) for n in range(5)]
     with (
@@ -108,7 +110,9 @@ def test_a_receiver_that_raises_never_breaks_the_worker(caplog):
         raising(signals.worker_started),
         caplog.at_level(logging.ERROR, logger="django_pgboss.signals"),
     ):
-        worker = burst(Registration("work", lambda job: job.data, polling_interval_seconds=0.1))
+        worker = burst(
+            Registration("work", handler_of(kind, lambda job: job.data), polling_interval_seconds=0.1)
+        )
     assert worker.stats.completed == 5
     assert {job_row(i, "state")[0] for i in ids} == {"completed"}
     messages = [r.getMessage() for r in caplog.records if r.name == "django_pgboss.signals"]
@@ -248,13 +252,16 @@ def test_a_monitor_that_loses_its_database_sends_error_raised_and_goes_on():
     assert (error["sender"], error["instance"], error["doing"]) == (Monitor, monitor, "a monitor pass")
 
 
-def test_a_worker_process_sends_its_signals_to_receivers_connected_in_an_app(tmp_path):
+@pytest.mark.parametrize("queue", ["echo", "aecho"])
+def test_a_worker_process_sends_its_signals_to_receivers_connected_in_an_app(tmp_path, queue):
+    # "aecho" is echo's async def twin (tests/workapp/jobs.py): its receivers, which query, run
+    # off the worker's event loop.
     log = tmp_path / "signals.jsonl"
-    boss.create_queue("echo")
-    ids = [boss.send("echo", {"n": n}) for n in range(3)]
+    boss.create_queue(queue)
+    ids = [boss.send(queue, {"n": n}) for n in range(3)]
     result = run_worker(
         "--queue",
-        "echo",
+        queue,
         "--burst",
         PGBOSS_TEST_EXTRA_APPS="tests.signalapp",
         PGBOSS_TEST_SIGNAL_LOG=str(log),
@@ -288,3 +295,49 @@ def test_a_transactional_handler_sends_job_completed_once_its_transaction_commit
     finally:
         signals.job_completed.disconnect(reads_the_state)
     assert seen == [(job_id, {"n": 1}, "completed")]
+
+
+@pytest.mark.parametrize("kind", HANDLER_KINDS)
+def test_a_deadline_sends_job_cancelled_then_job_failed_to_receivers_that_query(kind):
+    import asyncio
+
+    boss.create_queue("slow", expire_in_seconds=1, retry_limit=0)
+    job_id = boss.send("slow", {})
+    seen: list[tuple] = []
+
+    def receiver(name, sender, **kwargs):
+        # A receiver that reads the database, as a receiver of a threaded handler may: for an
+        # async handler too it runs where the ORM works (off the worker's event loop).
+        row = str(job_row(job_id, "id")[0])
+        seen.append((name, sender, kwargs["worker"], kwargs["queue"], kwargs["job"].id, row))
+        if name == "job_cancelled":
+            seen.append(("reason", kwargs["reason"]))
+        else:
+            seen.append(("failed", kwargs["output"]["name"], kwargs["exception"], kwargs["will_retry"]))
+
+    def sync_handler(job):
+        job.signal.wait(30)
+
+    async def async_handler(job):
+        await asyncio.sleep(30)
+
+    on_cancelled = lambda sender, **kwargs: receiver("job_cancelled", sender, **kwargs)  # noqa: E731
+    on_failed = lambda sender, **kwargs: receiver("job_failed", sender, **kwargs)  # noqa: E731
+    signals.job_cancelled.connect(on_cancelled, weak=False)
+    signals.job_failed.connect(on_failed, weak=False)
+    handler = sync_handler if kind == "sync" else async_handler
+    worker = Worker([Registration("slow", handler, polling_interval_seconds=0.1)])
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: len(seen) == 4, timeout=30)
+    finally:
+        worker.stop()
+        thread.join(30)
+        signals.job_cancelled.disconnect(on_cancelled)
+        signals.job_failed.disconnect(on_failed)
+    by_signal = {entry[0]: entry for entry in seen if entry[0] in ("job_cancelled", "job_failed")}
+    for name in ("job_cancelled", "job_failed"):
+        assert by_signal[name][1:] == (Worker, worker, "slow", job_id, job_id)
+    assert ("reason", "deadline") in seen
+    assert ("failed", "JobDeadlineExceeded", None, False) in seen

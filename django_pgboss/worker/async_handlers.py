@@ -3,10 +3,20 @@ says how they run), started with the worker and ended by its stop."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
 
+from django.db import connections
+
+from django_pgboss import signals
 from django_pgboss.cancellation import DEADLINE
+from django_pgboss.observability import tracing
 from django_pgboss.records import Job
+from django_pgboss.worker import events
 from django_pgboss.worker.async_runner import AsyncQueue, EventLoopThread
 from django_pgboss.worker.core import Outcome, QueueState, job_ids, logger
 from django_pgboss.worker.deadlines import deadline_output
@@ -73,14 +83,61 @@ class _Host:
             name,
             seconds,
         )
-        self.worker._cancel(
-            name, jobs, DEADLINE, f"the job passed its deadline (expire_in_seconds {seconds})"
-        )
+        # The signals are set here, before the slot cancels the coroutine, so a handler that
+        # catches its CancelledError finds job.signal set (their callbacks are the coroutine's
+        # own). The job_cancelled receivers are other people's code, which a threaded handler's
+        # deadline runs on the deadline thread, where the ORM works: here they run on a thread
+        # too, never on the loop (which a blocking receiver would stall, and where the ORM
+        # refuses to run).
+        message = f"the job passed its deadline (expire_in_seconds {seconds})"
+        newly = [job for job in jobs if job.signal.set(DEADLINE, message)]
+        if newly and signals.has_receivers(signals.job_cancelled):
+            threading.Thread(
+                target=_send_cancelled,
+                args=(self.worker, name, newly, DEADLINE),
+                name=f"pgboss-async-cancelled-{name}",
+                daemon=True,
+            ).start()
+
+    def starting(self, name: str, jobs: list[Job]) -> Callable[[], None] | None:
+        self.state.last_job_started_at = time.time()
+        if not signals.has_receivers(signals.job_started):
+            return None
+        return partial(events.jobs_started, self.worker, name, jobs)
+
+    def started(self, name: str) -> None:
+        if self.worker.instruments is not None:
+            self.worker.instruments.handler_started(name)
+
+    def ended(self, name: str, seconds: float) -> None:
+        if self.worker.instruments is not None:
+            self.worker.instruments.handler_finished(name, seconds)
+
+    def span(self, name: str, jobs: list[Job]) -> AbstractContextManager[Any]:
+        return tracing.process_span(name, jobs)
+
+    def abandoned_ended(self, name: str, jobs: list[Job]) -> None:
+        logger.warning("abandoned async handler of %s (job(s) %s) ended after all", name, job_ids(jobs))
+        if self.worker.instruments is not None:
+            self.worker.instruments.handler_abandoned(name, -1)
 
     def abandoned(self, name: str, jobs: list[Job]) -> None:
         self.worker.stats.add(abandoned=1)
+        if self.worker.instruments is not None:
+            self.worker.instruments.handler_abandoned(name)
         logger.error(
             "an async handler of %s ignored the cancellation of job(s) %s: abandoned it (left running)",
             name,
             job_ids(jobs),
         )
+
+
+def _send_cancelled(worker: Any, name: str, jobs: list[Job], reason: str) -> None:
+    """job_cancelled for ``jobs``, as WorkerCore._cancel() sends it, on a thread of its own."""
+    try:
+        for job in jobs:
+            signals.send(
+                signals.job_cancelled, type(worker), worker=worker, queue=name, job=job, reason=reason
+            )
+    finally:
+        connections.close_all()

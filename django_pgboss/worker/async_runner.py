@@ -46,6 +46,7 @@ import contextlib
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any, Protocol
@@ -76,6 +77,22 @@ class AsyncHost(Protocol):
 
     def abandoned(self, name: str, jobs: list[Job]) -> None:
         """A coroutine ignored its cancellation past ABANDON_GRACE_SECONDS: count and log it."""
+
+    def abandoned_ended(self, name: str, jobs: list[Job]) -> None:
+        """An abandoned coroutine ended after all."""
+
+    def starting(self, name: str, jobs: list[Job]) -> Callable[[], None] | None:
+        """A unit is about to run: what must run on the job's thread first (its job_started
+        signal, whose receivers may use the ORM), or None when nothing must."""
+
+    def started(self, name: str) -> None:
+        """The handler call starts (on the loop: what must not block, the instruments)."""
+
+    def ended(self, name: str, seconds: float) -> None:
+        """The handler call returned, raised or was cancelled after ``seconds``."""
+
+    def span(self, name: str, jobs: list[Job]) -> contextlib.AbstractContextManager[Any]:
+        """The process span around the handler call (observability/tracing.py)."""
 
 
 logger = logging.getLogger("django_pgboss.worker")
@@ -257,6 +274,7 @@ class AsyncQueue:
                 return False
             # Cancelled at its deadline, and still running: leave it, and take the next unit.
             self.host.abandoned(name, jobs)
+            task.add_done_callback(lambda _task: self.host.abandoned_ended(name, jobs))
             return True
         except asyncio.CancelledError:
             task.cancel()  # the slot itself is cancelled: the loop is going away
@@ -298,7 +316,6 @@ class AsyncQueue:
 
     async def _run(self, unit: Unit, executor: Any) -> None:
         name, jobs = unit
-        registration = self.registration
         outcome: tuple[str, Any] | None = None
         task = asyncio.current_task()
         try:
@@ -310,7 +327,11 @@ class AsyncQueue:
             calls_before = executor.calls if executor is not None else 0
             async with context:
                 try:
-                    value = await registration.handler(jobs if registration.batch else jobs[0])
+                    before = self.host.starting(name, jobs)
+                    if before is not None:
+                        # On the job's thread, where its ORM calls run: a receiver may query.
+                        await sync_to_async(before)()
+                    value = await self._call(name, jobs)
                 finally:
                     # Django's request_finished habit: the job's thread drops an obsolete
                     # connection (or, with a thread per job, every connection it opened). Only a
@@ -332,6 +353,19 @@ class AsyncQueue:
         finally:
             if task not in self._expired:
                 self.host.finish(name, jobs, outcome)
+
+    async def _call(self, name: str, jobs: list[Job]) -> Any:
+        """The handler call itself, timed and inside its process span, as a handler thread's is
+        (worker/handlers.py): the span is current inside the coroutine (and, through contextvars,
+        in what it runs on threads), and records what the coroutine raised as it passes."""
+        registration = self.registration
+        self.host.started(name)
+        began = time.perf_counter()
+        try:
+            with self.host.span(name, jobs):
+                return await registration.handler(jobs if registration.batch else jobs[0])
+        finally:
+            self.host.ended(name, time.perf_counter() - began)
 
 
 class _SlotExecutor(concurrent.futures.ThreadPoolExecutor):

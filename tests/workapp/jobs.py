@@ -154,3 +154,9 @@ async def aorm(job):
     await User.objects.acreate(username=job.data["username"])
     follow_up = await boss.asend("echo", {"after": job.data["username"]})
     return {"users": await User.objects.filter(username__startswith="async-").acount(), "sent": follow_up}
+
+
+@work("aecho", concurrency=4, batch_size=10, polling_interval_seconds=0.2)
+async def aecho(job):
+    """echo's async twin: the same output, from a coroutine on the worker's event loop."""
+    return {"echo": job.data, "pid": os.getpid()}
