@@ -3,15 +3,18 @@
     bash bench/cluster.sh start
     .venvs/py3.11-Django__5.2/bin/python bench/observability.py [--jobs 10000] [--processes 2]
                                                                [--repeat 3] [--sends 2000]
+                                                               [--handler sync|async] [--mode M ...]
     bash bench/cluster.sh stop
 
-Four modes, each run in freshly spawned processes, alternating within each repeat:
+Five modes, each run in freshly spawned processes, alternating within each repeat (--mode picks
+some; --handler async drains with an async def handler on the worker's event loop instead):
 
   no extras        opentelemetry and prometheus_client made unimportable (sys.modules[...] = None
                    before Django starts), as in a project that installed neither extra: every
                    span helper is the shared do-nothing context manager
   installed, idle  both importable (the test extra installs them), no tracer provider set and no
                    metrics asked for: the API's no-op spans, no WorkerMetrics
+  signals          installed, idle, plus receivers that do nothing on job_started and job_completed
   metrics          WorkerMetrics connected to the signals and given to the Worker as instruments
   metrics + traces the same, plus the SDK's TracerProvider recording every span (always-on
                    sampling) into a BatchSpanProcessor whose exporter drops them
@@ -34,8 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-MODES = ("no extras", "installed, idle", "metrics", "metrics + traces")
+MODES = ("no extras", "installed, idle", "signals", "metrics", "metrics + traces")
 MODE_VARIABLE = "PGBOSS_BENCH_OBSERVABILITY"
+#: "sync" (a def handler on handler threads) or "async" (an async def on the worker's loop).
+HANDLER_VARIABLE = "PGBOSS_BENCH_HANDLER"
 
 # Before anything imports either library: the spawned children run this too (as __mp_main__).
 if os.environ.get(MODE_VARIABLE) == "no extras":
@@ -75,6 +80,13 @@ def instruments() -> Any:
     mode = os.environ.get(MODE_VARIABLE)
     if mode == "no extras":
         assert not tracing.ENABLED
+    if mode == "signals":
+        from django_pgboss import signals
+
+        # Receivers that do nothing: what being told costs (for an async handler, job_started's
+        # hop to the job's thread), without what a receiver does.
+        for signal in (signals.job_started, signals.job_completed):
+            signal.connect(_nothing, weak=False)
     if mode not in ("metrics", "metrics + traces"):
         return None
     from django_pgboss.observability.metrics import WorkerMetrics
@@ -94,10 +106,19 @@ def instruments() -> Any:
     return WorkerMetrics().connect()
 
 
+def _nothing(sender: Any, **kwargs: Any) -> None:
+    return None
+
+
+async def _async_no_op(job: Any) -> None:
+    return None
+
+
 def drain(cpu: Any, ready: Any, go: Any) -> None:
     metrics = instruments()
+    handler = _async_no_op if os.environ.get(HANDLER_VARIABLE) == "async" else (lambda job: None)
     registration = Registration(
-        QUEUE, lambda job: None, batch_size=FETCH_SIZE, concurrency=CONCURRENCY, polling_interval_seconds=0.1
+        QUEUE, handler, batch_size=FETCH_SIZE, concurrency=CONCURRENCY, polling_interval_seconds=0.1
     )
     worker = Worker([registration], burst=True, instruments=metrics)
     ready.release()
@@ -153,8 +174,21 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000, help="jobs per drain (default 10000)")
     parser.add_argument("--processes", type=int, default=2, help="draining processes (default 2)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each mode (default 3)")
-    parser.add_argument("--sends", type=int, default=2000, help="sends per send run (default 2000)")
+    parser.add_argument("--sends", type=int, default=2000, help="sends per send run (0: no send runs)")
+    parser.add_argument(
+        "--handler",
+        choices=("sync", "async"),
+        default="sync",
+        help="the drain's no-op handler (default sync)",
+    )
+    parser.add_argument(
+        "--mode", action="append", choices=MODES, help="a mode to run, repeatable (default: all five)"
+    )
     args = parser.parse_args()
+    modes = [mode for mode in MODES if mode in (args.mode or MODES)]
+    if "no extras" not in modes:
+        raise SystemExit("--mode: 'no extras' must be one of them, the others are compared with it")
+    os.environ[HANDLER_VARIABLE] = args.handler
 
     from django.core.management import call_command
 
@@ -162,17 +196,19 @@ def main() -> None:
     admin = raw_connection()
     boss = Boss()
     fresh_queues(boss, QUEUE, SEND_QUEUE)
-    drains: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
-    sends: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
+    drains: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
+    sends: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
+    per_send = max(args.sends, 1)
     for repeat in range(args.repeat):
-        for mode in MODES:
+        for mode in modes:
             drains[mode].append(run_drain(admin, mode, args.processes, args.jobs))
-            sends[mode].append(run_send(admin, mode, args.sends))
+            # --sends 0: no send runs; the send columns then read as placeholders (one "send").
+            sends[mode].append(run_send(admin, mode, args.sends) if args.sends else (1.0, 1.0))
             (seconds, cpu), (send_seconds, send_cpu) = drains[mode][-1], sends[mode][-1]
             print(
                 f"  run {repeat + 1}/{args.repeat} {mode:<17} drain {args.jobs / seconds:>7,.0f} jobs/s "
-                f"{cpu / args.jobs * 1e6:>5.0f} us CPU/job, send {send_seconds / args.sends * 1e6:>6.0f} us "
-                f"{send_cpu / args.sends * 1e6:>5.0f} us CPU",
+                f"{cpu / args.jobs * 1e6:>5.0f} us CPU/job, send {send_seconds / per_send * 1e6:>6.0f} us "
+                f"{send_cpu / per_send * 1e6:>5.0f} us CPU",
                 file=sys.stderr,
             )
     for name in (QUEUE, SEND_QUEUE):
@@ -184,8 +220,8 @@ def main() -> None:
         f"load average {load_average:.1f} at the end"
     )
     print(
-        f"drain: {args.jobs} jobs, {args.processes} processes, fetch size {FETCH_SIZE}, concurrency "
-        f"{CONCURRENCY}; send: {args.sends} sends; median of {args.repeat} runs"
+        f"drain: {args.jobs} jobs, {args.processes} processes, {args.handler} handler, fetch size "
+        f"{FETCH_SIZE}, concurrency {CONCURRENCY}; send: {args.sends} sends; median of {args.repeat} runs"
     )
     print()
     print("| mode | drain jobs/s | drain CPU us/job | vs no extras | send us | send CPU us | vs no extras |")
@@ -196,14 +232,19 @@ def main() -> None:
 
     base_drain_cpu = median(drains["no extras"], 1)
     base_send_cpu = median(sends["no extras"], 1)
-    for mode in MODES:
+    for mode in modes:
         rate = args.jobs / median(drains[mode], 0)
         drain_cpu = median(drains[mode], 1)
         send_cpu = median(sends[mode], 1)
+        send_columns = (
+            f"{median(sends[mode], 0) / per_send * 1e6:.0f} | {send_cpu / per_send * 1e6:.0f} "
+            f"| {send_cpu / base_send_cpu - 1:+.1%}"
+            if args.sends
+            else "| |"
+        )
         print(
             f"| {mode} | {rate:,.0f} | {drain_cpu / args.jobs * 1e6:.0f} | {drain_cpu / base_drain_cpu - 1:+.1%} "
-            f"| {median(sends[mode], 0) / args.sends * 1e6:.0f} | {send_cpu / args.sends * 1e6:.0f} "
-            f"| {send_cpu / base_send_cpu - 1:+.1%} |"
+            f"| {send_columns} |"
         )
 
 

@@ -249,7 +249,15 @@ def test_a_task_enqueued_in_a_rolled_back_transaction_never_exists():
     assert count_jobs("default") == 1
 
 
-def test_signals_are_sent_on_enqueue_start_and_finish():
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_signals_are_sent_on_enqueue_start_and_finish(kind):
+    # The async pair runs as async handlers on the worker's loop (tasks/runners.py), whose
+    # receivers run on the job's thread, where they may query as they do here.
+    if kind == "sync":
+        good, bad, good_args, bad_args = tasks.add, tasks.fail_to_dead_letter, (1, 2), ()
+    else:
+        good, bad = tasks.async_add, tasks.async_fail.using(retry_limit=0, dead_letter="tasks-dead")
+        good_args, bad_args = (1, 2), ("refused",)
     seen = []
     lock = threading.Lock()
 
@@ -282,8 +290,8 @@ def test_signals_are_sent_on_enqueue_start_and_finish():
     task_finished.connect(receivers["finished"])
     boss.create_queue("tasks-dead")
     try:
-        tasks.add.enqueue(1, 2)
-        tasks.fail_to_dead_letter.enqueue()
+        good.enqueue(*good_args)
+        bad.enqueue(*bad_args)
         work_tasks(concurrency=1)
     finally:
         task_enqueued.disconnect(receivers["enqueued"])
@@ -291,24 +299,26 @@ def test_signals_are_sent_on_enqueue_start_and_finish():
         task_finished.disconnect(receivers["finished"])
         task_finished.disconnect(reads_the_stored_result)
     assert seen[:2] == [
-        ("enqueued", PgBossBackend, "add", TaskResultStatus.READY, []),
-        ("enqueued", PgBossBackend, "fail_to_dead_letter", TaskResultStatus.READY, []),
+        ("enqueued", PgBossBackend, good.name, TaskResultStatus.READY, []),
+        ("enqueued", PgBossBackend, bad.name, TaskResultStatus.READY, []),
     ]
     # Each task's finish comes from the worker's settler, after its start; another task may start
     # in between.
     for name, status in (
-        ("add", TaskResultStatus.SUCCESSFUL),
-        ("fail_to_dead_letter", TaskResultStatus.FAILED),
+        (good.name, TaskResultStatus.SUCCESSFUL),
+        (bad.name, TaskResultStatus.FAILED),
     ):
         mine = [entry for entry in seen[2:] if entry[2] == name]
         assert mine == [
             ("started", PgBossBackend, name, TaskResultStatus.RUNNING, [WORKER_ID]),
             ("finished", PgBossBackend, name, status, [WORKER_ID]),
         ]
-    assert sorted(stored) == [
-        ("add", TaskResultStatus.SUCCESSFUL),
-        ("fail_to_dead_letter", TaskResultStatus.FAILED),
-    ]
+    assert sorted(stored) == sorted(
+        [
+            (good.name, TaskResultStatus.SUCCESSFUL),
+            (bad.name, TaskResultStatus.FAILED),
+        ]
+    )
 
 
 def test_a_running_task_reads_as_running_and_a_cancelled_one_as_failed():

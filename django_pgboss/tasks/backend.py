@@ -28,21 +28,17 @@ Settings::
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import uuid
 from collections.abc import Collection, Mapping
 from typing import Any, cast
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
-from django.db import DatabaseError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.module_loading import import_string
+from django.utils.module_loading import autodiscover_modules, import_string
 
-from django_pgboss import signals
 from django_pgboss.api.boss import Boss
 from django_pgboss.api.event_loop import refuse_on_running_loop
 from django_pgboss.arguments import job_payload
@@ -59,6 +55,7 @@ from django_pgboss.exceptions import (
 )
 from django_pgboss.plans import tasks as task_plans
 from django_pgboss.records import Job, jobs_from_cursor
+from django_pgboss.tasks.attempts import WORKER_ID, Attempt, is_task_data, resolve_task
 from django_pgboss.tasks.compat import (
     TASK_MAX_PRIORITY,
     TASK_MIN_PRIORITY,
@@ -66,24 +63,15 @@ from django_pgboss.tasks.compat import (
     InvalidTask,
     InvalidTaskBackend,
     Task,
-    TaskContext,
     TaskError,
     TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
-    normalize_json,
     task_enqueued,
     task_finished,
-    task_started,
 )
-from django_pgboss.tasks.history import (
-    META_KEY,
-    History,
-    lost_error,
-    padded,
-    return_value,
-    traceback_text,
-)
+from django_pgboss.tasks.history import History, lost_error, padded, return_value
+from django_pgboss.tasks.runners import AsyncTaskRunner, TaskHandler, TaskRunner
 from django_pgboss.tasks.task_classes import TASK_JOB_OPTIONS, PgBossTask, UnresolvedTask, unresolved
 from django_pgboss.wire import to_json
 from django_pgboss.worker.registry import Registration, validated
@@ -96,6 +84,7 @@ __all__ = [
     "WORKER_ID",
     "PgBossBackend",
     "PgBossTask",
+    "TaskHandler",
     "TaskRunner",
     "UnresolvedTask",
     "resolve_task",
@@ -103,9 +92,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("django_pgboss.tasks")
-
-#: Who ran an attempt, as TaskResult.worker_ids lists it: this host and process.
-WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"[:64]
 
 #: Job state -> result status.
 STATUSES = {
@@ -116,6 +102,13 @@ STATUSES = {
     "cancelled": TaskResultStatus.FAILED,
     "failed": TaskResultStatus.FAILED,
 }
+
+# The tasks declared for each backend alias and queue (validate_task()), by path: True for a
+# coroutine task. Kept by alias, not on the backend: Django makes a new backend when the TASKS
+# setting changes (a test's override_settings), and a module's tasks are declared only once, as
+# it is first imported.
+_known_tasks: dict[str, dict[str, dict[str, bool]]] = {}
+_known_lock = threading.Lock()
 
 _OPTION_KEYS = frozenset({"DATABASE", "SCHEMA", "CREATE_QUEUES", "QUEUE_OPTIONS", "WORKER"})
 _WORKER_KEYS = frozenset({"concurrency", "batch_size", "polling_interval_seconds"})
@@ -130,7 +123,7 @@ class PgBossBackend(BaseTaskBackend):
     """Tasks may be deferred with run_after (the job's start_after)."""
 
     supports_async_task = True
-    """Coroutine tasks run too: the worker runs each on an event loop of its own."""
+    """Coroutine tasks run too, as async handlers on the worker's event loop (tasks/runners.py)."""
 
     supports_get_result = True
     """Results are read back from the job, from any thread or process."""
@@ -184,13 +177,18 @@ class PgBossBackend(BaseTaskBackend):
     # -- enqueueing ----------------------------------------------------------------------------
 
     def validate_task(self, task: Task) -> None:
-        """Django's checks, and the queue name and job options pg-boss will take."""
+        """Django's checks, and the queue name and job options pg-boss will take; a valid task is
+        remembered as one of its queue's (known_tasks())."""
         super().validate_task(task)
         try:
             validate_queue_name(task.queue_name, "queue_name")
             job_payload(None, getattr(task, "job_options", {}), where=f"task {task.module_path}")
         except PgBossError as exc:
             raise InvalidTask(str(exc)) from exc
+        if not isinstance(task, UnresolvedTask):
+            with _known_lock:
+                queues = _known_tasks.setdefault(self.alias, {})
+                queues.setdefault(task.queue_name, {})[task.module_path] = iscoroutinefunction(task.func)
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Send the task's job on Django's connection (so atomic() applies) and return its result.
@@ -300,7 +298,7 @@ class PgBossBackend(BaseTaskBackend):
             )
             found = jobs_from_cursor(cursor)
         job = found[0] if found else None
-        if job is None or not _is_task_data(job.data):
+        if job is None or not is_task_data(job.data):
             raise TaskResultDoesNotExist(result_id)
         return self._result(job)
 
@@ -365,17 +363,38 @@ class PgBossBackend(BaseTaskBackend):
     # -- the worker's side ---------------------------------------------------------------------
 
     def registrations(self) -> list[Registration]:
-        """How pgboss_work runs this backend's queues: one TaskRunner for all of them."""
-        runner = TaskRunner(self)
+        """How pgboss_work runs this backend's queues: a queue with an async task among those this
+        process knows (see known_tasks()) on the worker's event loop (AsyncTaskRunner, its sync
+        tasks on each coroutine slot's thread), any other on handler threads (TaskRunner). One
+        runner of each kind serves all the queues of its kind."""
+        runners: dict[bool, TaskRunner | AsyncTaskRunner] = {}
+        found = []
         try:
-            return [
-                validated(
-                    Registration(queue=name, handler=runner, include_metadata=True, **self.worker_options)
+            for name in sorted(self.queues):
+                on_loop = any(self.known_tasks(name).values())
+                if on_loop not in runners:
+                    runners[on_loop] = AsyncTaskRunner(self) if on_loop else TaskRunner(self)
+                registration = Registration(
+                    queue=name, handler=runners[on_loop], include_metadata=True, **self.worker_options
                 )
-                for name in sorted(self.queues)
-            ]
+                found.append(validated(registration))
         except (PgBossError, TypeError) as exc:
             raise InvalidTaskBackend(f"TASKS[{self.alias!r}]['OPTIONS']['WORKER']: {exc}") from exc
+        return found
+
+    def known_tasks(self, queue: str) -> dict[str, bool]:
+        """The tasks of ``queue`` this process has seen declared (Django validates each task with
+        its backend as it is made, so importing a tasks module shows its tasks), by module path:
+        True for a coroutine task. pgboss_work imports each app's ``tasks`` module first
+        (discover_tasks())."""
+        with _known_lock:
+            return dict(_known_tasks.get(self.alias, {}).get(queue, {}))
+
+    @staticmethod
+    def discover_tasks() -> None:
+        """Import every installed app's ``tasks`` module, as pgboss_work imports ``jobs``
+        modules for @work, so that the worker knows which queues have async tasks."""
+        autodiscover_modules("tasks")
 
     def run_job(self, job: Job) -> dict[str, Any]:
         """Run the task a job holds; what it returns is the job's output, what it raises fails it.
@@ -383,65 +402,10 @@ class PgBossBackend(BaseTaskBackend):
         The task is looked up by its module path and must be a task object (a function decorated
         with @task): a path that no longer imports, or names anything else, fails the job with
         TaskNotFound naming the path. task_started and task_finished are sent around the call.
+        This runs it all on the calling thread (a coroutine task through Django's Task.call());
+        tasks/runners.py's AsyncTaskRunner runs a coroutine task on the worker's event loop instead.
         """
-        if not _is_task_data(job.data):
-            raise TaskNotFound(
-                f"job {job.id} of queue {job.name!r} holds no task: it was not enqueued through a tasks backend"
-            )
-        task = self._task_of(job)
-        if isinstance(task, UnresolvedTask):
-            resolve_task(job.data["task"])  # raises TaskNotFound with the reason
-        history = History.of(job)
-        errors = history.errors
-        worker_ids = [*padded(history.worker_ids, job.retry_count), WORKER_ID]
-        # Recorded before the task runs, so a running attempt reads as this worker's, and kept
-        # whatever ends the attempt (see plans/tasks.py's record_attempt).
-        self._record_attempt(job, worker_ids, errors, ended=False)
-        result: TaskResult[Any, Any] = TaskResult(
-            task=task,
-            id=job.id,
-            status=TaskResultStatus.RUNNING,
-            enqueued_at=job.created_on,
-            started_at=job.started_on,
-            finished_at=None,
-            last_attempted_at=job.started_on,
-            args=job.data["args"],
-            kwargs=job.data["kwargs"],
-            backend=self.alias,
-            errors=[TaskError(**error) for error in errors],
-            worker_ids=worker_ids,
-        )
-        task_started.send(type(self), task_result=result)
-        meta: dict[str, Any] = {"worker_ids": worker_ids, "errors": errors}
-        try:
-            if task.takes_context:
-                value = task.call(TaskContext(task_result=result), *result.args, **result.kwargs)
-            else:
-                value = task.call(*result.args, **result.kwargs)
-            value = normalize_json(value)
-            to_json(value, f"the return value of task {task.module_path}")
-        except Exception as exc:
-            path = f"{type(exc).__module__}.{type(exc).__qualname__}"
-            error = {"exception_class_path": path, "traceback": traceback_text(exc)}
-            result.errors.append(TaskError(**error))
-            object.__setattr__(result, "status", TaskResultStatus.FAILED)
-            object.__setattr__(result, "finished_at", timezone.now())
-            try:
-                self._record_attempt(job, worker_ids, [*errors, error], ended=True)
-            except DatabaseError:
-                # The task's own error is what the job must keep; the monitor's expiry of a later
-                # attempt could then cost this one's error, nothing more.
-                logger.warning("could not record the failed attempt of task job %s", job.id, exc_info=True)
-            self._finishing(job, result)
-            # The worker stores the exception's attributes with its name, message and traceback:
-            # this one carries the class path and the attempt history into the job's output.
-            exc.__dict__[META_KEY] = {**meta, "exception_class_path": path}
-            raise
-        object.__setattr__(result, "_return_value", value)
-        object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
-        object.__setattr__(result, "finished_at", timezone.now())
-        self._finishing(job, result)
-        return {"return_value": value, META_KEY: meta}
+        return Attempt.begin(self, job, WORKER_ID).run()
 
     def _record_attempt(
         self, job: Job, worker_ids: list[str], errors: list[dict[str, str]], *, ended: bool
@@ -497,68 +461,6 @@ class PgBossBackend(BaseTaskBackend):
         with self._finishing_lock:
             for key in [key for key in self._unstored if key[0] in queues]:
                 del self._unstored[key]
-
-
-class TaskRunner:
-    """The handler pgboss_work calls for a backend's jobs (one per backend, shared by its queues)."""
-
-    def __init__(self, backend: PgBossBackend) -> None:
-        self.backend = backend
-        # Registration.label reads these, for the worker's log lines and registration conflicts.
-        self.__qualname__ = f"{type(backend).__name__}[{backend.alias!r}]"
-        self.__module__ = type(backend).__module__
-        # task_finished is sent once the worker stored the attempt's end. Weak receivers: they go
-        # when the runner does (with the worker's registrations).
-        signals.job_completed.connect(self._completed)
-        signals.job_failed.connect(self._failed)
-        signals.worker_stopped.connect(self._stopped)
-
-    def _mine(self, worker: Any, queue: str) -> bool:
-        registration = next((r for r in getattr(worker, "registrations", ()) if r.queue == queue), None)
-        return registration is not None and registration.handler is self
-
-    def _completed(self, sender: Any, worker: Any, queue: str, job: Job, output: Any, **kwargs: Any) -> None:
-        if self._mine(worker, queue):
-            self.backend._stored(job, failed=False, output=output)
-
-    def _failed(self, sender: Any, worker: Any, queue: str, job: Job, output: Any, **kwargs: Any) -> None:
-        if self._mine(worker, queue):
-            self.backend._stored(job, failed=True, output=output)
-
-    def _stopped(self, sender: Any, worker: Any, **kwargs: Any) -> None:
-        queues = {r.queue for r in getattr(worker, "registrations", ()) if r.handler is self}
-        if queues:
-            self.backend._forget_unstored(queues)
-
-    def __call__(self, job: Job) -> dict[str, Any]:
-        return self.backend.run_job(job)
-
-    def prepare(self) -> None:
-        """Before a worker runs these queues: a backend with CREATE_QUEUES creates them now (the
-        worker is a first use, as an enqueue is)."""
-        self.backend.ensure_queues()
-
-
-def resolve_task(path: str) -> Task:
-    """The task object at a module path; TaskNotFound when it does not import or is no task."""
-    try:
-        task = import_string(path)
-    except ImportError as exc:
-        raise TaskNotFound(f"task {path!r} cannot be imported: {exc}") from exc
-    if not isinstance(task, Task):
-        raise TaskNotFound(
-            f"{path!r} is a {type(task).__name__}, not a task (a function decorated with @task): refusing to run it"
-        )
-    return task
-
-
-def _is_task_data(data: Any) -> bool:
-    return (
-        isinstance(data, Mapping)
-        and isinstance(data.get("task"), str)
-        and isinstance(data.get("args"), list)
-        and isinstance(data.get("kwargs"), Mapping)
-    )
 
 
 def task_backends_for(boss: Boss | DatabaseContext | None = None) -> list[PgBossBackend]:

@@ -17,7 +17,9 @@ from django_pgboss.worker.registry import Registration
 def task_registrations(boss: Any = None, alias: str | None = None) -> dict[str, Registration]:
     """The queues of the django.tasks backends that are PgBossBackends, by queue.
 
-    Each is run by its backend's TaskRunner. With ``boss`` (a Boss or a DatabaseContext), only
+    Each app's ``tasks`` module is imported first, so that a queue with an async task runs on the
+    worker's event loop (tasks/runners.py); the others run on its handler threads (TaskRunner,
+    one per backend). With ``boss`` (a Boss or a DatabaseContext), only
     backends on its database and schema (a worker serves one); with ``alias``, only that backend.
     Empty when settings.TASKS names no PgBossBackend; raises InvalidOption when two backends claim
     one queue.
@@ -26,10 +28,14 @@ def task_registrations(boss: Any = None, alias: str | None = None) -> dict[str, 
         return {}
     # Imported here: the backend needs Django's task framework (or its backport), and a project
     # without TASKS must be able to import this module, through django_pgboss.registry, without it.
-    from django_pgboss.tasks.backend import task_backends_for
+    from django_pgboss.tasks.backend import PgBossBackend, task_backends_for
 
+    backends = task_backends_for(boss)
+    if backends:
+        # After the backends are made: a tasks module's @task validates with its backend.
+        PgBossBackend.discover_tasks()
     found: dict[str, Registration] = {}
-    for backend in task_backends_for(boss):
+    for backend in backends:
         if alias is not None and backend.alias != alias:
             continue
         for registration in backend.registrations():
@@ -55,6 +61,7 @@ def backend_registrations(alias: str) -> tuple[dict[str, Registration], Any]:
         raise InvalidOption(f"--tasks-backend {alias!r}: {exc}") from exc
     if not isinstance(backend, PgBossBackend):
         raise InvalidOption(f"--tasks-backend {alias!r} is a {type(backend).__name__}, not a PgBossBackend")
+    backend.discover_tasks()
     return {r.queue: r for r in backend.registrations()}, backend.boss
 
 

@@ -117,11 +117,15 @@ class _Host:
         return tracing.process_span(name, jobs)
 
     def abandoned_ended(self, name: str, jobs: list[Job]) -> None:
+        with self.worker._lock:
+            self.worker._abandoned_coroutines -= 1
         logger.warning("abandoned async handler of %s (job(s) %s) ended after all", name, job_ids(jobs))
         if self.worker.instruments is not None:
             self.worker.instruments.handler_abandoned(name, -1)
 
     def abandoned(self, name: str, jobs: list[Job]) -> None:
+        with self.worker._lock:
+            self.worker._abandoned_coroutines += 1
         self.worker.stats.add(abandoned=1)
         if self.worker.instruments is not None:
             self.worker.instruments.handler_abandoned(name)

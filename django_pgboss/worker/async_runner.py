@@ -56,6 +56,7 @@ from django.db import close_old_connections, connections
 
 from django_pgboss.cancellation import DEADLINE
 from django_pgboss.records import Job
+from django_pgboss.worker.core import job_ids
 
 #: How long a coroutine cancelled at its deadline may go on before its slot leaves it running.
 ABANDON_GRACE_SECONDS = 1.0
@@ -102,15 +103,66 @@ logger = logging.getLogger("django_pgboss.worker")
 _CONTEXT_TAKES_EXECUTOR = "executor" in inspect.signature(ThreadSensitiveContext.__init__).parameters
 
 
+#: How long the loop may go without running a callback before the watchdog warns: a coroutine
+#: that blocks (time.sleep(), sync I/O, a CPU loop with no await) stalls every async queue.
+LOOP_STALL_WARNING_SECONDS = 1.0
+#: How often the loop notes that it runs, and the watchdog looks.
+_LOOP_TICK_SECONDS = 0.1
+
+
 class EventLoopThread:
-    """The worker's event loop, run forever on a thread of its own until stop()."""
+    """The worker's event loop, run forever on a thread of its own until stop(), and its watchdog.
+
+    A coroutine that blocks the loop cannot be cancelled (a cancellation is delivered at an
+    ``await``), and while it blocks no other coroutine of any async queue runs and no deadline
+    timer fires; heartbeats, fetches and settles go on (they are threads). So that it is never
+    silent, a watchdog thread warns once the loop has run no callback for
+    LOOP_STALL_WARNING_SECONDS, naming the task that holds it (the job's queue and id), and again
+    when it runs again; ``stalls`` counts them.
+    """
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="pgboss-asyncio", daemon=True)
+        self._watchdog = threading.Thread(target=self._watch, name="pgboss-asyncio-watchdog", daemon=True)
+        self._ended = threading.Event()
+        self._beat = time.monotonic()
+        #: How many times the loop was blocked past LOOP_STALL_WARNING_SECONDS.
+        self.stalls = 0
 
     def start(self) -> None:
         self._thread.start()
+        self.loop.call_soon_threadsafe(self._tick)
+        self._watchdog.start()
+
+    def _tick(self) -> None:
+        self._beat = time.monotonic()
+        self.loop.call_later(_LOOP_TICK_SECONDS, self._tick)
+
+    def _watch(self) -> None:
+        blocked_since: float | None = None
+        while not self._ended.wait(_LOOP_TICK_SECONDS):
+            beat = self._beat
+            late = time.monotonic() - beat - _LOOP_TICK_SECONDS
+            if late >= LOOP_STALL_WARNING_SECONDS and blocked_since is None:
+                blocked_since = beat
+                self.stalls += 1
+                # Read from this thread: the task whose step the loop is in, the one that blocks.
+                holder = asyncio.current_task(self.loop)
+                logger.warning(
+                    "the async handlers' event loop has been blocked for %.1fs by %s: a blocking "
+                    "call in a coroutine (time.sleep(), sync I/O, a loop with no await) stalls every "
+                    "async queue, and deadlines are kept only once it returns; await instead, or "
+                    "run the call in a thread (sync_to_async, asyncio.to_thread)",
+                    late,
+                    holder.get_name() if holder is not None else "a callback",
+                )
+            elif blocked_since is not None and late < _LOOP_TICK_SECONDS:
+                logger.warning(
+                    "the async handlers' event loop runs again, after %.1fs blocked",
+                    time.monotonic() - blocked_since,
+                )
+                blocked_since = None
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -134,6 +186,7 @@ class EventLoopThread:
         self.loop.call_soon_threadsafe(callback, *args)
 
     def stop(self, timeout: float = 10.0) -> None:
+        self._ended.set()
         if self._thread.is_alive():
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout)
@@ -259,7 +312,7 @@ class AsyncQueue:
     async def _one_unit(self, loop: asyncio.AbstractEventLoop, unit: Unit, executor: Any) -> bool:
         """Run one unit to its end; True when it was abandoned (still running, left behind)."""
         name, jobs = unit
-        task = loop.create_task(self._run(unit, executor))
+        task = loop.create_task(self._run(unit, executor), name=f"pgboss-job {name} {job_ids(jobs)}")
         self._running[task] = unit
         # A job's signal, set by whoever sets it (the deadline below, the heartbeat's lost claim,
         # the stop), cancels the coroutine.
@@ -328,8 +381,13 @@ class AsyncQueue:
             async with context:
                 try:
                     before = self.host.starting(name, jobs)
-                    if before is not None:
-                        # On the job's thread, where its ORM calls run: a receiver may query.
+                    if before is not None and executor is not None:
+                        # On the job's thread, where its ORM calls run: a receiver may query. The
+                        # same hop drops an obsolete connection a receiver left, so that a job
+                        # whose coroutine itself runs nothing on the thread pays one hop, not two.
+                        await sync_to_async(_then_close_old(before))()
+                        calls_before = executor.calls
+                    elif before is not None:
                         await sync_to_async(before)()
                     value = await self._call(name, jobs)
                 finally:
@@ -343,10 +401,14 @@ class AsyncQueue:
                     elif _used_a_thread(context):
                         await asyncio.shield(sync_to_async(_quietly(connections.close_all))())
             outcome = ("result", value)
-        except asyncio.CancelledError:
-            # Cancelled through a job's signal or by a stop: nothing of it is settled here (at the
-            # deadline the worker failed the attempt; a lost claim or a stop put the job back).
-            outcome = None
+        except asyncio.CancelledError as exc:
+            # Cancelled through a job's signal or by a stop (a cancel() request is pending on
+            # the task): nothing of it is settled here (at the deadline the worker failed the
+            # attempt; a lost claim or a stop put the job back). With no request pending, the
+            # handler raised CancelledError itself (or let one through from something it
+            # awaited): that is its failure, or the job would stay active until it expired.
+            cancelled = task is not None and task.cancelling() > 0
+            outcome = None if cancelled else ("error", exc)
         except BaseException as exc:
             # As for a handler thread: however a handler ends, it is the job's failure.
             outcome = ("error", exc)
@@ -382,6 +444,16 @@ def _used_a_thread(context: ThreadSensitiveContext) -> bool:
     """Whether a per-job context (asgiref before 3.13) started its thread; True when unknown."""
     executors = getattr(SyncToAsync, "context_to_thread_executor", None)
     return executors is None or context in executors
+
+
+def _then_close_old(call: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            call()
+        finally:
+            _quietly(close_old_connections)()
+
+    return run
 
 
 def _quietly(close: Callable[[], None]) -> Callable[[], None]:

@@ -208,6 +208,9 @@ class WorkerCore:
     # Handler threads left running past their unit's deadline (worker/deadlines.py), and the limit
     # of abandoned ones past which the worker stops with exit_status set.
     _detached: dict[threading.Thread, Detached]
+    # Async handlers' coroutines abandoned and still running (worker/async_handlers.py): they
+    # count against the same limit, since one stuck in a sync call holds a thread as well.
+    _abandoned_coroutines: int
     max_abandoned_threads: int
     exit_status: int
 

@@ -159,4 +159,5 @@ class Deadlines(HandlerThreads):
             self._wake_all()
 
     def _abandoned_running(self) -> int:
-        return sum(1 for thread, d in self._detached.items() if d.abandoned and thread.is_alive())
+        threads = sum(1 for thread, d in self._detached.items() if d.abandoned and thread.is_alive())
+        return threads + self._abandoned_coroutines

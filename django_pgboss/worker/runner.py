@@ -109,6 +109,7 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
         self._handlers = {}
         self._current = {}
         self._detached = {}
+        self._abandoned_coroutines = 0
         self._current_since = {}
         self._created_at = time.time()
         self._listener = None

@@ -109,3 +109,64 @@ def fail_then_wait_for_release(context):
         raise RuntimeError("the first attempt fails")
     RELEASE.wait(30)
     return "released"
+
+
+# -- how the worker runs a queue with an async task (tasks/runners.py) ------------------------
+
+
+def _where() -> dict:
+    try:
+        asyncio.get_running_loop()
+        on_a_loop = True
+    except RuntimeError:
+        on_a_loop = False
+    return {"thread": threading.current_thread().name, "loop": on_a_loop}
+
+
+def _note(marker, event: str) -> None:
+    import os
+    import time
+
+    if marker:
+        with open(marker, "a") as f:
+            f.write(f"{event} {os.getpid()} {time.time()}\n")
+
+
+@task
+def sync_where():
+    """A sync task on a queue that runs on the worker's loop: where it runs."""
+    return _where()
+
+
+@task
+async def async_where():
+    """Where a coroutine task runs (on the worker's loop thread, as an async handler)."""
+    return _where()
+
+
+@task
+async def async_fail(message):
+    await asyncio.sleep(0)
+    raise LookupError(message)
+
+
+@task
+async def async_sleep(seconds, marker=None):
+    """Sleeps on the loop, noting its start, its end, and a cancellation, in the file ``marker``."""
+    _note(marker, "start")
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        _note(marker, "cancelled")
+        raise
+    _note(marker, "end")
+    return {"slept": seconds}
+
+
+@task
+async def async_orm(username):
+    """The async ORM inside a coroutine task: a write and a read, then the task's own result id."""
+    from django.contrib.auth.models import User
+
+    await User.objects.acreate(username=username)
+    return await User.objects.filter(username=username).acount()

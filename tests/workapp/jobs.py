@@ -160,3 +160,32 @@ async def aorm(job):
 async def aecho(job):
     """echo's async twin: the same output, from a coroutine on the worker's event loop."""
     return {"echo": job.data, "pid": os.getpid()}
+
+
+@work("ahostile", concurrency=2, polling_interval_seconds=0.2)
+async def ahostile(job):
+    """An async handler that misbehaves as its job's data says (tests/test_async_hostile.py)."""
+    import asyncio
+
+    how = job.data["how"]
+    if how == "unstorable":
+        return {"handle": object()}
+    if how == "cancelled":
+        raise asyncio.CancelledError("raised by the handler itself")
+    if how == "keyboard":
+        raise KeyboardInterrupt("raised by the handler")
+    if how == "exit":
+        raise SystemExit(3)
+    if how == "block":
+        time.sleep(job.data["seconds"])  # blocks the worker's event loop
+        return {"blocked": job.data["seconds"]}
+    if how == "ignore":
+        # Never lets its cancellation through: swallows it until its own time is up.
+        until = time.monotonic() + job.data["seconds"]
+        while time.monotonic() < until:
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                continue
+        return {"ignored": True}
+    return {"ok": True, "pid": os.getpid()}

@@ -1,0 +1,186 @@
+"""One attempt of a task job, in the steps the threaded and the async runner share.
+
+A TaskRunner on a handler thread runs all of them in one call (PgBossBackend.run_job()). An
+async runner on the worker's event loop (tasks/runners.py) runs the steps that touch the
+database, or send signals whose receivers may, on the job's thread (thread-sensitive
+sync_to_async), and awaits the coroutine itself on the loop in between: ``begin()`` (the task
+looked up, the attempt recorded, task_started sent), the call, then ``returned()`` or ``raised()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from asgiref.sync import iscoroutinefunction
+from django.db import DatabaseError
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from django_pgboss.exceptions import TaskNotFound
+from django_pgboss.records import Job
+from django_pgboss.tasks.compat import (
+    Task,
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultStatus,
+    normalize_json,
+    task_started,
+)
+from django_pgboss.tasks.history import META_KEY, History, padded, traceback_text
+from django_pgboss.tasks.task_classes import UnresolvedTask
+from django_pgboss.wire import to_json
+
+logger = logging.getLogger("django_pgboss.tasks")
+
+#: Who ran an attempt, as TaskResult.worker_ids lists it: this host and process.
+WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"[:64]
+
+
+class AttemptBackend(Protocol):
+    """What an attempt needs of its backend (tasks/backend.py's PgBossBackend)."""
+
+    alias: str
+
+    def _task_of(self, job: Job) -> Task: ...
+
+    def _record_attempt(
+        self, job: Job, worker_ids: list[str], errors: list[dict[str, str]], *, ended: bool
+    ) -> None: ...
+
+    def _finishing(self, job: Job, result: TaskResult) -> None: ...
+
+
+@dataclass
+class Attempt:
+    """A task job's attempt under way: its task, its running TaskResult and what it records."""
+
+    backend: AttemptBackend
+    job: Job
+    task: Task
+    result: TaskResult
+    worker_ids: list[str]
+    errors: list[dict[str, str]]
+
+    @classmethod
+    def begin(cls, backend: AttemptBackend, job: Job, worker_id: str) -> Attempt:
+        """Look the task up (TaskNotFound naming the path when it cannot run), record the attempt
+        as ``worker_id``'s before the task runs, and send task_started."""
+        if not is_task_data(job.data):
+            raise TaskNotFound(
+                f"job {job.id} of queue {job.name!r} holds no task: it was not enqueued through a tasks backend"
+            )
+        task = backend._task_of(job)
+        if isinstance(task, UnresolvedTask):
+            resolve_task(job.data["task"])  # raises TaskNotFound with the reason
+        history = History.of(job)
+        errors = history.errors
+        worker_ids = [*padded(history.worker_ids, job.retry_count), worker_id]
+        # Recorded before the task runs, so a running attempt reads as this worker's, and kept
+        # whatever ends the attempt (see plans/tasks.py's record_attempt).
+        backend._record_attempt(job, worker_ids, errors, ended=False)
+        result: TaskResult[Any, Any] = TaskResult(
+            task=task,
+            id=job.id,
+            status=TaskResultStatus.RUNNING,
+            enqueued_at=job.created_on,
+            started_at=job.started_on,
+            finished_at=None,
+            last_attempted_at=job.started_on,
+            args=job.data["args"],
+            kwargs=job.data["kwargs"],
+            backend=backend.alias,
+            errors=[TaskError(**error) for error in errors],
+            worker_ids=worker_ids,
+        )
+        task_started.send(type(backend), task_result=result)
+        return cls(backend, job, task, result, worker_ids, errors)
+
+    @property
+    def is_async(self) -> bool:
+        """Whether the task is a coroutine function (``async def``)."""
+        return iscoroutinefunction(self.task.func)
+
+    def arguments(self) -> tuple[list[Any], dict[str, Any]]:
+        """The task function's positional and keyword arguments (its context first, if it takes one)."""
+        args = list(self.result.args)
+        if self.task.takes_context:
+            args.insert(0, TaskContext(task_result=self.result))
+        return args, dict(self.result.kwargs)
+
+    def checked(self, value: Any) -> Any:
+        """The task's return value as JSON will give it back; raises when it cannot be stored."""
+        value = normalize_json(value)
+        to_json(value, f"the return value of task {self.task.module_path}")
+        return value
+
+    def returned(self, value: Any) -> dict[str, Any]:
+        """The task returned ``value`` (already checked()): the job's output."""
+        result = self.result
+        object.__setattr__(result, "_return_value", value)
+        object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
+        object.__setattr__(result, "finished_at", timezone.now())
+        self.backend._finishing(self.job, result)
+        return {"return_value": value, META_KEY: self._meta()}
+
+    def raised(self, exc: Exception) -> None:
+        """The task raised ``exc``: record the error on the attempt and on the exception, which the
+        caller raises again so that the worker fails the job with it."""
+        path = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        error = {"exception_class_path": path, "traceback": traceback_text(exc)}
+        result = self.result
+        result.errors.append(TaskError(**error))
+        object.__setattr__(result, "status", TaskResultStatus.FAILED)
+        object.__setattr__(result, "finished_at", timezone.now())
+        try:
+            self.backend._record_attempt(self.job, self.worker_ids, [*self.errors, error], ended=True)
+        except DatabaseError:
+            # The task's own error is what the job must keep; the monitor's expiry of a later
+            # attempt could then cost this one's error, nothing more.
+            logger.warning("could not record the failed attempt of task job %s", self.job.id, exc_info=True)
+        self.backend._finishing(self.job, result)
+        # The worker stores the exception's attributes with its name, message and traceback: this
+        # one carries the class path and the attempt history into the job's output.
+        exc.__dict__[META_KEY] = {**self._meta(), "exception_class_path": path}
+
+    def run(self) -> dict[str, Any]:
+        """The whole call on this thread (a coroutine task through Task.call(), async_to_sync):
+        the job's output, or the task's exception raised."""
+        args, kwargs = self.arguments()
+        try:
+            value = self.checked(self.task.call(*args, **kwargs))
+        except Exception as exc:
+            self.raised(exc)
+            raise
+        return self.returned(value)
+
+    def _meta(self) -> dict[str, Any]:
+        return {"worker_ids": self.worker_ids, "errors": self.errors}
+
+
+def resolve_task(path: str) -> Task:
+    """The task object at a module path; TaskNotFound when it does not import or is no task."""
+    try:
+        task = import_string(path)
+    except ImportError as exc:
+        raise TaskNotFound(f"task {path!r} cannot be imported: {exc}") from exc
+    if not isinstance(task, Task):
+        raise TaskNotFound(
+            f"{path!r} is a {type(task).__name__}, not a task (a function decorated with @task): refusing to run it"
+        )
+    return task
+
+
+def is_task_data(data: Any) -> bool:
+    """Whether a job's data is a task's, as PgBossBackend.prepare() writes it."""
+    return (
+        isinstance(data, Mapping)
+        and isinstance(data.get("task"), str)
+        and isinstance(data.get("args"), list)
+        and isinstance(data.get("kwargs"), Mapping)
+    )
