@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from contextlib import AbstractContextManager
-from functools import partial
 from typing import Any
 
 from django.db import connections
@@ -18,7 +16,7 @@ from django_pgboss.observability import tracing
 from django_pgboss.records import Job
 from django_pgboss.worker import events
 from django_pgboss.worker.async_runner import AsyncQueue, EventLoopThread
-from django_pgboss.worker.core import Outcome, QueueState, job_ids, logger
+from django_pgboss.worker.core import Outcome, QueueState, close_old_connections_quietly, job_ids, logger
 from django_pgboss.worker.deadlines import deadline_output
 from django_pgboss.worker.handlers import HandlerThreads
 
@@ -99,13 +97,14 @@ class _Host:
                 daemon=True,
             ).start()
 
-    def starting(self, name: str, jobs: list[Job]) -> Callable[[], None] | None:
-        self.state.last_job_started_at = time.time()
-        if not signals.has_receivers(signals.job_started):
-            return None
-        return partial(events.jobs_started, self.worker, name, jobs)
+    def announce(self, name: str, jobs: list[Job]) -> None:
+        if signals.has_receivers(signals.job_started):
+            events.jobs_started(self.worker, name, jobs)
+            # The bridge thread keeps its connection: drop it when a receiver left it obsolete.
+            close_old_connections_quietly()
 
     def started(self, name: str) -> None:
+        self.state.last_job_started_at = time.time()
         if self.worker.instruments is not None:
             self.worker.instruments.handler_started(name)
 

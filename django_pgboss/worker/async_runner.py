@@ -82,9 +82,9 @@ class AsyncHost(Protocol):
     def abandoned_ended(self, name: str, jobs: list[Job]) -> None:
         """An abandoned coroutine ended after all."""
 
-    def starting(self, name: str, jobs: list[Job]) -> Callable[[], None] | None:
-        """A unit is about to run: what must run on the job's thread first (its job_started
-        signal, whose receivers may use the ORM), or None when nothing must."""
+    def announce(self, name: str, jobs: list[Job]) -> None:
+        """A unit goes to a free slot: its job_started, sent on the queue's bridge thread (a plain
+        thread, where receivers may use the ORM), never on the loop."""
 
     def started(self, name: str) -> None:
         """The handler call starts (on the loop: what must not block, the instruments)."""
@@ -265,12 +265,18 @@ class AsyncQueue:
 
     def _bridge_loop(self) -> None:
         work = self.state.work
-        while True:
-            self._free.acquire()
-            unit = work.get()
-            if unit is None:
-                return
-            self.loop.call(self._hand_over, unit)
+        try:
+            while True:
+                self._free.acquire()
+                unit = work.get()
+                if unit is None:
+                    return
+                # job_started here, where the unit crosses to the loop anyway: a plain thread, so
+                # a receiver may query as on a handler thread, at no extra thread hop per job.
+                self.host.announce(*unit)
+                self.loop.call(self._hand_over, unit)
+        finally:
+            connections.close_all()
 
     def _hand_over(self, unit: Unit) -> None:
         assert self._units is not None
@@ -380,15 +386,6 @@ class AsyncQueue:
             calls_before = executor.calls if executor is not None else 0
             async with context:
                 try:
-                    before = self.host.starting(name, jobs)
-                    if before is not None and executor is not None:
-                        # On the job's thread, where its ORM calls run: a receiver may query. The
-                        # same hop drops an obsolete connection a receiver left, so that a job
-                        # whose coroutine itself runs nothing on the thread pays one hop, not two.
-                        await sync_to_async(_then_close_old(before))()
-                        calls_before = executor.calls
-                    elif before is not None:
-                        await sync_to_async(before)()
                     value = await self._call(name, jobs)
                 finally:
                     # Django's request_finished habit: the job's thread drops an obsolete
@@ -444,16 +441,6 @@ def _used_a_thread(context: ThreadSensitiveContext) -> bool:
     """Whether a per-job context (asgiref before 3.13) started its thread; True when unknown."""
     executors = getattr(SyncToAsync, "context_to_thread_executor", None)
     return executors is None or context in executors
-
-
-def _then_close_old(call: Callable[[], None]) -> Callable[[], None]:
-    def run() -> None:
-        try:
-            call()
-        finally:
-            _quietly(close_old_connections)()
-
-    return run
 
 
 def _quietly(close: Callable[[], None]) -> Callable[[], None]:
