@@ -282,6 +282,45 @@ def test_rolled_back_to_42_the_schema_is_what_pg_boss_12_34_installs_and_it_work
     assert "OK: no drift." in call_doctor()
 
 
+def test_a_rollback_waits_for_pg_boss_s_migration_lock(restored):
+    import threading
+    import time
+
+    import psycopg
+
+    from django_pgboss.db.identifiers import schema_key
+
+    key = f".pgboss.{schema_key(pgboss_settings.SCHEMA)}"
+    lock = "('x' || encode(sha224((current_database() || %s)::bytea), 'hex'))::bit(64)::bigint"
+    outcome: list[str] = []
+
+    def run() -> None:
+        try:
+            outcome.append(rollback())
+        finally:
+            connection.close()
+
+    # Another session holds the lock pg-boss takes to migrate (as a pg-boss instance starting would).
+    with psycopg.connect(database_url(), autocommit=True) as holder:
+        holder.execute(f"SELECT pg_advisory_lock({lock})", [key])
+        thread = threading.Thread(target=run)
+        thread.start()
+        # The rollback's session waits for that lock (pg_locks shows its request not granted) ...
+        deadline = time.monotonic() + 30
+        while not holder.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchone()[0]:
+            assert time.monotonic() < deadline and thread.is_alive(), outcome
+            time.sleep(0.05)
+        # ... and has changed nothing while it waits.
+        assert not outcome
+        assert version_of(pgboss_settings.SCHEMA) == [(43,)]
+        holder.execute(f"SELECT pg_advisory_unlock({lock})", [key])
+        thread.join(timeout=60)
+    assert "from version 43 to 42." in outcome[0]
+    assert version_of(pgboss_settings.SCHEMA) == [(42,)]
+
+
 def refused(match: str, *args: str) -> None:
     with pytest.raises(CommandError, match=match):
         call_command("pgboss_rollback", *args, stdout=io.StringIO())

@@ -59,10 +59,11 @@ class Command(SchemaCommand):
         with transaction.atomic(using=alias):
             if not options["sql"]:
                 # pg-boss's migration lock before the schema is read, so that what the checks below
-                # find is what the steps meet: no pg-boss instance migrates it meanwhile.
+                # find is what the steps meet: no pg-boss instance migrates it meanwhile. The lock
+                # timeout is set first, as pg-boss sets it, so it bounds the wait for this lock too.
                 with connections[alias].cursor() as cursor:
-                    cursor.execute(advisory_lock(), {"lock_key": f".pgboss.{schema_key(schema)}"})
                     cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                    cursor.execute(advisory_lock(), {"lock_key": f".pgboss.{schema_key(schema)}"})
             found = read_installed_schema(alias, schema)
             target = checked_target(found, target)
             self.roll_back(found, target, print_only=options["sql"])
