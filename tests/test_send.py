@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import select
@@ -355,6 +356,86 @@ def test_insert_of_data_only_jobs_refuses_what_job_by_job_refuses(queue):
     with pytest.raises(JobDataNotSerializable, match="nested deeper"):
         boss.insert(queue, [{"data": 1}, {"data": [nested]}])
     assert count_jobs(queue) == 2
+
+
+#: Every column a send or insert writes (or leaves to its default), as compared between two
+#: statements that must write the same rows; the timestamps relative to the job's start_after.
+ROW_COLUMNS = [
+    "data", "priority", "state", "retry_limit", "retry_count", "retry_delay", "retry_backoff",
+    "retry_delay_max", "expire_seconds", "deletion_seconds", "singleton_key", "singleton_on",
+    "group_id", "group_tier", "policy", "dead_letter", "heartbeat_seconds", "blocked", "blocking",
+    "pending_dependencies", "started_on", "completed_on", "output", "keep_until - start_after",
+    "created_on - start_after", "start_after - now() < interval '1 minute'",
+]  # fmt: skip
+
+
+def stored_rows(name: str) -> list[tuple]:
+    """The jobs of a queue in the order of their list, their columns as ROW_COLUMNS says."""
+    return rows(f"SELECT {', '.join(ROW_COLUMNS)} FROM {{s}}.job WHERE name = %s ORDER BY created_on", [name])
+
+
+DATA_ONLY = [
+    {"data": {"i": 1}},
+    {"data": None},
+    {},
+    {"data": "text"},
+    {"data": [1, {"x": None}]},
+    {"data": 0},
+]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("partition", [False, True], ids=["shared", "own-table"])
+@pytest.mark.parametrize("policy", ["standard", "short", "singleton", "stately", "exclusive"])
+@pytest.mark.parametrize("atomic", [False, True], ids=["autocommit", "in-transaction"])
+def test_insert_of_data_only_jobs_writes_the_rows_the_general_statement_writes(policy, partition, atomic):
+    """insert() has a leaner statement for jobs of nothing but data (insert_data_jobs(), without
+    ON CONFLICT on a standard queue outside a transaction); it must write, and drop under a
+    policy, the rows insert_jobs() writes for the same jobs."""
+    boss.create_queue("dlq")
+    settings = dict(
+        policy=policy, partition=partition, retry_limit=4, retry_delay=3, retry_backoff=True,
+        retry_delay_max=50, expire_in_seconds=90, retention_seconds=600, delete_after_seconds=7,
+        heartbeat_seconds=30, dead_letter="dlq",
+    )  # fmt: skip
+    boss.create_queue("lean", **settings)
+    boss.create_queue("general", **settings)
+    general_jobs = [{**job, "priority": 0} for job in DATA_ONLY]  # an option: the general statement
+    with transaction.atomic() if atomic else contextlib.nullcontext():
+        lean = boss.insert("lean", DATA_ONLY, return_ids=True)
+        general = boss.insert("general", general_jobs, return_ids=True)
+        assert boss.insert("lean", DATA_ONLY) is None
+        boss.insert("general", general_jobs)
+    assert len(lean) == len(general)
+    assert stored_rows("lean") == stored_rows("general")
+    if policy in ("standard", "singleton"):  # singleton limits active jobs, not queued ones
+        assert count_jobs("lean") == 2 * len(DATA_ONLY)
+        # Each job's created_on is its statement's job_now() plus its position in microseconds.
+        offsets = sorted(row[ROW_COLUMNS.index("created_on - start_after")] for row in stored_rows("lean"))
+        assert offsets == sorted(2 * [dt.timedelta(microseconds=i) for i in range(len(DATA_ONLY))])
+        assert {row[ROW_COLUMNS.index("keep_until - start_after")] for row in stored_rows("lean")} == {
+            dt.timedelta(seconds=600)
+        }
+    else:
+        assert count_jobs("lean") < 2 * len(DATA_ONLY)  # the policy dropped some keyless jobs
+
+
+@pytest.mark.django_db(transaction=True)
+def test_data_only_insert_follows_a_standard_queue_recreated_with_a_policy():
+    """Without ON CONFLICT, a policy's unique index refusing a row means the cached route is
+    stale (the queue was re-created with a policy): the insert is tried again, with it."""
+    from django_pgboss import Boss
+
+    boss.create_queue("turned")
+    boss.insert("turned", DATA_ONLY)  # cached here as standard
+    other = Boss()
+    other.delete_queue("turned")
+    other.create_queue("turned", policy="short")
+    other.send("turned", {"first": True})  # the one queued keyless job a short queue holds
+    assert boss.insert("turned", DATA_ONLY, return_ids=True) == []
+    assert [j.data for j in boss.find_jobs("turned")] == [{"first": True}]
+    assert boss.insert("turned", DATA_ONLY) is None
+    assert count_jobs("turned") == 1
 
 
 def test_insert_takes_each_job_option(queue):

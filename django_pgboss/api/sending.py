@@ -21,7 +21,7 @@ from django_pgboss.db.identifiers import schema_key
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
 from django_pgboss.observability import tracing
 from django_pgboss.plans import jobs as job_plans
-from django_pgboss.wire import encode_data_jobs, encode_jobs, single_job_params
+from django_pgboss.wire import encode_data_array, encode_jobs, single_job_params
 
 #: SQLSTATEs that mean a cached queue table is out of date: the table is gone (undefined_table), or
 #: job_common refused a row whose queue now has a partition of its own (check_violation).
@@ -91,10 +91,10 @@ class JobSender:
         validate_queue_name(name)
         if isinstance(jobs, Mapping | str | bytes) or not isinstance(jobs, Sequence):
             raise InvalidOption("insert() takes a list of job dicts")
-        body = _data_only_body(jobs)
+        data_array = _data_only_array(jobs)
         payload: list[dict[str, Any]] = []
         seen_ids: set[str] = set()
-        for index, job in enumerate(jobs if body is None else ()):
+        for index, job in enumerate(jobs if data_array is None else ()):
             if not isinstance(job, Mapping):
                 raise InvalidOption(f"insert() job {index} must be a dict, not {type(job).__name__}")
             options = dict(job)
@@ -108,18 +108,20 @@ class JobSender:
         context = self.context
         route = context.route(name)
         if route.policy == QueuePolicy.KEY_STRICT_FIFO and (
-            body is not None or any(not j.get("singleton_key") for j in payload)
+            data_array is not None or any(not j.get("singleton_key") for j in payload)
         ):
             raise InvalidOption(f"queue {name!r} is key_strict_fifo: every job needs a singleton_key")
         for dead_letter in {j["dead_letter"] for j in payload if j.get("dead_letter") is not None}:
             with context.cursor() as cursor:
                 require_dead_letter(context, cursor, dead_letter)
-        if not payload and body is None:
+        if not payload and data_array is None:
             return [] if return_ids else None
         with tracing.send_span(name, "insert", len(jobs)) as span:
             # A recorded span links to each job's trace, so it needs the ids even when the
             # caller does not.
-            ids = self._insert(name, payload, returning=return_ids or tracing.recording(span), body=body)
+            ids = self._insert(
+                name, payload, returning=return_ids or tracing.recording(span), data_array=data_array
+            )
             tracing.sent(span, ids)
         return ids if return_ids else None
 
@@ -138,12 +140,14 @@ class JobSender:
             return cursor.rowcount
 
     def _insert(
-        self, name: str, payload: list[dict[str, Any]], *, returning: bool, body: str | None = None
+        self, name: str, payload: list[dict[str, Any]], *, returning: bool, data_array: str | None = None
     ) -> list[str]:
         """Insert jobs into the queue's table; returns their ids when ``returning``.
 
         One job on a queue without notify goes through insert_job() (typed parameters, and no
-        ON CONFLICT where no unique index can refuse the row); anything else through the batch
+        ON CONFLICT where no unique index can refuse the row); jobs of nothing but data
+        (``data_array``, their data as one JSON array) through insert_data_jobs(), also without
+        ON CONFLICT where no unique index can refuse a row; anything else through the batch
         statement, insert_jobs().
 
         The queue's table is cached, and another process may have deleted the queue, or deleted
@@ -159,26 +163,36 @@ class JobSender:
         in_transaction = context.in_atomic_block
         for attempt in (1, 2):
             route = context.route(name)
-            if len(payload) == 1 and not route.notify:
-                job = payload[0]
-                # Inside the caller's transaction a refused row must not abort it, so there the
-                # statement always carries ON CONFLICT; a stale cache cannot be retried there.
-                on_conflict = (
-                    in_transaction
-                    or attempt == 2
-                    or route.policy != QueuePolicy.STANDARD
-                    or job.get("id") is not None
-                    or job.get("singleton_seconds") is not None
+            # Inside the caller's transaction a refused row must not abort it, so there a statement
+            # always carries ON CONFLICT; a stale cache cannot be retried there.
+            conflict_possible = in_transaction or attempt == 2 or route.policy != QueuePolicy.STANDARD
+            params: dict[str, Any]
+            if data_array is not None:
+                params = {"data": data_array, "name": name}
+                if route.notify:
+                    params["schema_key"] = schema_key(context.schema)
+                sql = job_plans.insert_data_jobs(
+                    schema,
+                    route.table,
+                    on_conflict=conflict_possible,
+                    returning=returning,
+                    notify=route.notify,
                 )
-                params: Any = single_job_params(name, job)
+                stale = STALE_TABLE_SQLSTATES if conflict_possible else STALE_TABLE_SQLSTATES | {"23505"}
+                fetch_ids = returning or route.notify
+            elif len(payload) == 1 and not route.notify:
+                job = payload[0]
+                on_conflict = (
+                    conflict_possible or job.get("id") is not None or job.get("singleton_seconds") is not None
+                )
+                params = single_job_params(name, job)
                 sql = job_plans.insert_job(
                     schema, route.table, on_conflict=on_conflict, options=params["options"] is not None
                 )
                 stale = STALE_TABLE_SQLSTATES if on_conflict else STALE_TABLE_SQLSTATES | {"23505"}
                 fetch_ids = True
             else:
-                body = body or encode_jobs(payload)
-                params = {"jobs": body, "name": name}
+                params = {"jobs": encode_jobs(payload), "name": name}
                 if route.notify:
                     params["schema_key"] = schema_key(context.schema)
                 sql = job_plans.insert_jobs(schema, route.table, returning=returning, notify=route.notify)
@@ -210,14 +224,15 @@ class JobSender:
         raise AssertionError("unreachable")  # the loop returns or raises
 
 
-def _data_only_body(jobs: Sequence[Any]) -> str | None:
-    """The insert body of two or more jobs that are dicts of nothing but data (the common
-    insert()), encoded in one call (wire.encode_data_jobs); None for any other list, or when the
-    batch fails a check: such a list is validated and encoded job by job, which names the job at
-    fault. A data-only job has no option to validate, so the two paths insert the same rows."""
+def _data_only_array(jobs: Sequence[Any]) -> str | None:
+    """The data of two or more jobs that are dicts of nothing but data (the common insert()), as
+    one JSON array encoded in one call (wire.encode_data_array); None for any other list, or when
+    the array fails a check: such a list is validated and encoded job by job, which names the job
+    at fault. A data-only job has no option to validate, and insert_data_jobs() writes the row
+    insert_jobs() writes for it, so the two paths insert the same rows."""
     if len(jobs) < 2:
         return None
     for job in jobs:
         if type(job) is not dict or (job and (len(job) != 1 or "data" not in job)):
             return None
-    return encode_data_jobs([job.get("data") for job in jobs])
+    return encode_data_array([job.get("data") for job in jobs])
