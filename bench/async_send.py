@@ -100,13 +100,12 @@ NATIVE_SQL = job_plans.insert_job(
 )
 
 
-async def native_send(conn: psycopg.AsyncConnection, data: dict) -> str:
+async def native_send(conn: psycopg.AsyncConnection, data: dict) -> str | None:
     validate_queue_name(QUEUE)
     job = job_payload(data, {})
     params = single_job_params(QUEUE, job)
     cursor = await conn.execute(NATIVE_SQL, params, prepare=True)
-    row = await cursor.fetchone()
-    return str(row[0])
+    return params["id"] if cursor.rowcount else None
 
 
 def native_async(jobs: int) -> None:

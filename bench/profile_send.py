@@ -15,13 +15,15 @@ what the removed layer costs:
                                            1-2: Boss's own Python (validation, payload, routing)
   3 psycopg.Cursor on Django's connection, same statement, prepared, no Django wrapper
                                            2-3: Django's cursor wrapper
-  4 raw psycopg connection, INSERT ... VALUES (%s, %s) RETURNING id, prepared
+  4 raw psycopg connection, INSERT ... (id, name, data) VALUES (%s, %s, %s), prepared, the id
+    drawn in Python as send() draws it
                                            3-4: executing Boss's statement rather than the
                                            simplest one with the semantics send() needs on a
                                            standard queue (the caller gets the id; no unique index
                                            can refuse the row, so no ON CONFLICT)
-  5 raw psycopg connection, INSERT ... VALUES, prepared
-                                           the ceiling of bench/enqueue.py; 4-5: RETURNING id
+  5 raw psycopg connection, INSERT ... (name, data) VALUES, prepared
+                                           the ceiling of bench/enqueue.py; 4-5: the id, drawn in
+                                           Python and sent (the server draws the ceiling's)
 
 Two more lines: boss.send with PGBOSS PREPARED_STATEMENTS = False (Django's own cursor: client-side
 binding, parsed and planned on every send), what preparing is worth; and Boss's Python alone,
@@ -35,6 +37,7 @@ import argparse
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,7 +51,7 @@ from django.db import connections
 from django.test import override_settings
 from psycopg.types.json import Jsonb
 
-from bench.common import alternate, fresh_queues, raw_connection, source_revision
+from bench.common import TABLE, alternate, fresh_queues, raw_connection, source_revision
 from bench.enqueue import QUEUE, SINGLE_SQL
 from django_pgboss.api.boss import Boss
 from django_pgboss.conf import pgboss_settings
@@ -56,7 +59,8 @@ from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.cursors import statement_cursor
 from django_pgboss.plans import jobs as job_plans
 
-RETURNING_SQL = f"{SINGLE_SQL} RETURNING id"
+#: The least a send needs: the row, with the id the caller is given back.
+MINIMUM_SQL = f"INSERT INTO {TABLE} (id, name, data) VALUES (%s, %s, %s)"
 
 
 def boss_statement() -> str:
@@ -68,8 +72,8 @@ def boss_statement() -> str:
 
 
 def params(i: int) -> dict[str, Any]:
-    # The parameters Boss builds for send(QUEUE, {"i": i}): only the data set, no options.
-    return {"name": QUEUE, "data": f'{{"i":{i}}}', "options": None}
+    # The parameters Boss builds for send(QUEUE, {"i": i}): the data and a fresh id, no options.
+    return {"name": QUEUE, "id": str(uuid.uuid4()), "data": f'{{"i":{i}}}', "options": None}
 
 
 class _StubCursor:
@@ -84,8 +88,9 @@ class _StubCursor:
     def execute(self, sql: str, params: Any = None) -> None:
         return None
 
-    def fetchall(self) -> list[tuple[str]]:
-        return [("00000000-0000-0000-0000-000000000000",)]
+    @property
+    def rowcount(self) -> int:
+        return 1
 
 
 class _OfflineContext(DatabaseContext):
@@ -140,7 +145,6 @@ def main() -> None:
         for i in range(n):
             with statement_cursor("default") as cursor:
                 cursor.execute(sql, params(i))
-                cursor.fetchall()
 
     def psycopg_cursor(n: int) -> None:
         # The psycopg cursor statement_cursor() wraps, used bare. Django opens its connection with
@@ -151,12 +155,12 @@ def main() -> None:
             raw.prepare_threshold = 1
         cursor = psycopg.Cursor(raw)
         for i in range(n):
-            cursor.execute(sql, params(i), prepare=True).fetchall()
+            cursor.execute(sql, params(i), prepare=True)
 
     def semantic(n: int) -> None:
         cur = conn.cursor()
         for i in range(n):
-            cur.execute(RETURNING_SQL, (QUEUE, Jsonb({"i": i})), prepare=True).fetchall()
+            cur.execute(MINIMUM_SQL, (str(uuid.uuid4()), QUEUE, Jsonb({"i": i})), prepare=True)
 
     def ceiling(n: int) -> None:
         cur = conn.cursor()
@@ -171,7 +175,7 @@ def main() -> None:
         ("1 boss.send", boss_send),
         ("2 statement_cursor, Boss's statement", boss_cursor),
         ("3 psycopg.Cursor, Boss's statement", psycopg_cursor),
-        ("4 raw: INSERT .. RETURNING id, prepared", semantic),
+        ("4 raw: INSERT (id, name, data), prepared", semantic),
         ("5 raw: INSERT .. VALUES, prepared (ceiling)", ceiling),
         ("boss.send, PREPARED_STATEMENTS False", boss_send_unprepared),
     ]
@@ -202,7 +206,7 @@ def main() -> None:
         ("Boss's Python (1-2)", step[0], step[1]),
         ("Django's cursor wrapper (2-3)", step[1], step[2]),
         ("executing Boss's statement vs the semantic minimum (3-4)", step[2], step[3]),
-        ("RETURNING id (4-5)", step[3], step[4]),
+        ("the id, drawn in Python (4-5)", step[3], step[4]),
         ("preparing, what it saves a send (unprepared - 1)", step[5], step[0]),
     ]
     for layer, upper, lower in layers:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import decimal
 import re
 import traceback
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -273,11 +274,16 @@ def encode_data_array(data: Sequence[Any]) -> str | None:
 
 
 def single_job_params(name: str, job: Mapping[str, Any]) -> dict[str, Any]:
-    """insert_job()'s parameters for one validated job payload: name, data and options JSON."""
-    options = {key: value for key, value in job.items() if key != "data" and value is not None}
+    """insert_job()'s parameters for one validated job payload: name, id, data and options JSON.
+
+    The id is the job's own, or a random (version 4) uuid drawn here from the operating system's
+    source, as PostgreSQL's gen_random_uuid() draws one: the statement then needs no RETURNING.
+    """
+    options = {key: value for key, value in job.items() if key not in ("data", "id") and value is not None}
     data = job.get("data")
     return {
         "name": name,
+        "id": job.get("id") or str(uuid.uuid4()),
         "data": None if data is None else str(data),
         "options": encode_job(options) if options else None,
     }

@@ -144,8 +144,9 @@ class JobSender:
     ) -> list[str]:
         """Insert jobs into the queue's table; returns their ids when ``returning``.
 
-        One job on a queue without notify goes through insert_job() (typed parameters, and no
-        ON CONFLICT where no unique index can refuse the row); jobs of nothing but data
+        One job on a queue without notify goes through insert_job() (typed parameters, its id
+        drawn here rather than returned, and no ON CONFLICT where no unique index can refuse the
+        row); jobs of nothing but data
         (``data_array``, their data as one JSON array) through insert_data_jobs(), also without
         ON CONFLICT where no unique index can refuse a row; anything else through the batch
         statement, insert_jobs().
@@ -167,6 +168,8 @@ class JobSender:
             # always carries ON CONFLICT; a stale cache cannot be retried there.
             conflict_possible = in_transaction or attempt == 2 or route.policy != QueuePolicy.STANDARD
             params: dict[str, Any]
+            # The single-job statement returns nothing: its id is drawn before it runs.
+            known_id: str | None = None
             if data_array is not None:
                 params = {"data": data_array, "name": name}
                 if route.notify:
@@ -190,7 +193,8 @@ class JobSender:
                     schema, route.table, on_conflict=on_conflict, options=params["options"] is not None
                 )
                 stale = STALE_TABLE_SQLSTATES if on_conflict else STALE_TABLE_SQLSTATES | {"23505"}
-                fetch_ids = True
+                known_id = params["id"]
+                fetch_ids = False
             else:
                 params = {"jobs": encode_jobs(payload), "name": name}
                 if route.notify:
@@ -205,7 +209,8 @@ class JobSender:
                         ids = [str(row[0]) for row in cursor.fetchall()]
                         written = len(ids)
                     else:
-                        ids, written = [], cursor.rowcount
+                        written = cursor.rowcount
+                        ids = [known_id] if known_id is not None and written else []
             except DatabaseError as exc:
                 if sqlstate(exc) not in stale:
                     raise
