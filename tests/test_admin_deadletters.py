@@ -264,3 +264,30 @@ def test_an_unknown_lineage_id_says_so(admin_client):
     missing = "00000000-0000-4000-8000-000000000000"
     response = admin_client.get(reverse("admin:pgboss_job_lineage", args=[missing]), follow=True)
     assert messages_of(response) == [f"No job with id {missing} (retention may have deleted it)."]
+
+
+def test_a_failed_roots_lineage_page_shows_the_job_its_redriven_copy_became(admin_client):
+    """Queues a and b each hold a job with one id; a's failed for good, and its copy was redriven
+    into b (and is gone): a's chain page shows the redriven job, b's does not."""
+    boss.create_queue("dlq")
+    boss.create_queue("a", retry_limit=0, dead_letter="dlq")
+    boss.create_queue("b", retry_limit=0, dead_letter="dlq")
+    shared = boss.send("a", {"q": "a"})
+    assert boss.send("b", {"q": "b"}, id=shared) == shared
+    copy = dead_letter_of("a", shared)
+    ((_, redriven),) = boss.redrive("dlq", ids=[copy], destination="b").moved_ids
+    stagger([shared, redriven])
+    page = admin_client.get(reverse("admin:pgboss_job_lineage", args=[quote(f"a/{shared}")]))
+    assert page.status_code == 200
+    assert re.findall(r'data-job-id="([^"]+)"', page.content.decode()) == [shared, redriven]
+    text = page_text(page)
+    assert "1. Original in a this job" in text and "2. Redriven in b" in text
+    assert reverse("admin:pgboss_job_change", args=[quote(f"b/{redriven}")]) in page.content.decode()
+    other = admin_client.get(reverse("admin:pgboss_job_lineage", args=[quote(f"b/{shared}")]))
+    assert re.findall(r'data-job-id="([^"]+)"', other.content.decode()) == [shared]
+
+
+def dead_letter_of(name: str, job_id: str) -> str:
+    """Fail job (name, job_id) for good; return its dead-letter copy's id."""
+    assert boss.fail(name, job_id, {"message": "failed"}) == 1
+    return str(rows("SELECT id FROM {s}.job WHERE source_id = %s AND source_name = %s", [job_id, name])[0][0])

@@ -189,3 +189,37 @@ def test_lineage_of_a_deleted_root_two_queues_held_is_told_apart_by_its_queue():
     assert sorted(j.id for j in boss.get_lineage(ids["shared"], name="a")) == sorted(
         [ids["redriven_a"], ids["copy_a2"]]
     )
+
+
+def redriven_into_the_other_queue(b_fails: bool) -> dict[str, str]:
+    """Queues a and b each hold a job with one id; a's fails for good and its copy is redriven into
+    b (a destination override), so the copy is gone. With ``b_fails``, b's job failed for good too,
+    and its copy still waits in the dead-letter queue."""
+    boss.create_queue("dlq")
+    boss.create_queue("a", retry_limit=0, dead_letter="dlq")
+    boss.create_queue("b", retry_limit=0, dead_letter="dlq")
+    shared = str(uuid.uuid4())
+    boss.send("a", {"q": "a"}, id=shared)
+    boss.send("b", {"q": "b"}, id=shared)
+    ids = {"shared": shared, "copy_a": fail_for_good("a", shared)}
+    ((_, ids["redriven"]),) = boss.redrive("dlq", ids=[ids["copy_a"]], destination="b").moved_ids
+    if b_fails:
+        assert boss.fail("b", shared, {"error": "b failed"}) == 1
+        ((ids["copy_b"],),) = rows(
+            "SELECT id::text FROM {s}.job WHERE source_id = %s AND name = 'dlq'", [shared]
+        )
+    stagger(*(ids[key] for key in ("shared", "redriven", "copy_b") if key in ids))
+    return ids
+
+
+@pytest.mark.parametrize("b_fails", [False, True])
+def test_a_failed_roots_lineage_keeps_its_job_redriven_into_the_queue_of_the_other_root(b_fails):
+    """Its copy is gone, so nothing but source_root_id names the redriven job, and the other root
+    shares that id: the redriven job belongs to the chain that lost a copy, not to the other root's
+    (which never failed, or whose one copy still waits), though it sits in that root's queue."""
+    ids = redriven_into_the_other_queue(b_fails)
+    chain_a = [(job.name, job.id) for job in boss.get_lineage(ids["shared"], name="a")]
+    assert chain_a == [("a", ids["shared"]), ("b", ids["redriven"])]
+    assert [(job.name, job.id) for job in boss.get_lineage(ids["redriven"])] == chain_a
+    chain_b = [(job.name, job.id) for job in boss.get_lineage(ids["shared"], name="b")]
+    assert chain_b == ([("b", ids["shared"]), ("dlq", ids["copy_b"])] if b_fails else [("b", ids["shared"])])

@@ -9,6 +9,13 @@ of its root. A redriven job keeps only source_root_id (the copy it was made from
 put in the chain whose jobs were in its queue (or, when no chain was there, the chain whose root
 queue that is); when both chains have been through that queue, nothing stored says which one it
 belongs to, and it is shown with both.
+
+Only a chain that lost a copy can own such a job: a redrive deletes the copy it re-creates, so the
+redriven job's chain holds a job that failed into a dead-letter queue and that no copy present
+names (or a root that is gone and that no copy names). A chain whose every failure still has its
+copy waiting, or whose root never failed, is left out, whatever queues it went through: without
+that, the job redriven from one root's copy into the other root's queue was shown in the chain
+of a root that never failed, and the failed root's own lineage missed it.
 """
 
 from __future__ import annotations
@@ -59,11 +66,25 @@ def one_chain(candidates: Sequence[Job], name: str, job_id: str) -> list[Job]:
         # One chain (or nothing links any job to a root): nothing to tell apart.
         return list(candidates)
 
+    # The chains that lost a copy (see the module docstring): only they can own a redriven job.
+    copied = {(j.source_name, j.source_id) for j in candidates if j.source_id is not None}
+    open_chains: set[str] = set()
+    for job in candidates:
+        root_queue, _ = origins[(job.name, job.id)]
+        failed_into_a_dead_letter = job.state == "failed" and job.dead_letter
+        if root_queue is not None and failed_into_a_dead_letter and (job.name, job.id) not in copied:
+            open_chains.add(root_queue)
+    if start is None and name not in root_queues:
+        open_chains.add(name)  # the root asked for is gone, and no copy names it
+
     def chains(job: Job) -> set[str]:
         root_queue, top = origins[(job.name, job.id)]
         if root_queue is not None:
             return {root_queue}
-        # A redriven job: the chains that went through its queue, else the one whose root was there.
+        # A redriven job: of the chains that lost a copy, the ones that went through its queue,
+        # else all of them; when nothing says a chain lost one, the guess by queue alone.
+        if open_chains:
+            return {queue for queue in open_chains if top.name in visited.get(queue, set())} or open_chains
         return {queue for queue, names in visited.items() if top.name in names} or {top.name}
 
     mine = chains(start) if start is not None else {name}
