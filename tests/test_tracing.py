@@ -190,6 +190,49 @@ def test_the_send_span_and_the_handler_span_of_one_job_are_joined_by_the_job_s_t
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("kind", HANDLER_KINDS)
+def test_a_job_s_trace_is_complete_its_root_exported_and_every_parent_in_it(spans, kind):
+    """send -> worker -> complete: the job's trace has one root, the "create" span the send
+    recorded, and every other span of the trace has a parent the exporter holds."""
+    boss.create_queue("mail")
+    with trace.get_tracer("tests").start_as_current_span("POST /signup"):
+        job_id = boss.send("mail", {"to": "a@example.com"})
+    run_burst("mail", handler_of(kind, lambda job: {"sent": True}))
+    job_trace = uuid.UUID(job_id).int
+    in_trace = [span for span in spans() if span.context.trace_id == job_trace]
+    (root,) = [span for span in in_trace if span.parent is None]
+    assert root.name == "create mail" and root.kind == SpanKind.PRODUCER
+    assert root.context.span_id == tracing.job_span_context(job_id).span_id
+    assert root.attributes["messaging.message.id"] == job_id
+    assert root.attributes["messaging.operation.type"] == "create"
+    assert root.instrumentation_scope.name == tracing.ROOT_TRACER_NAME
+    # The root links back to the send span, in the request's trace.
+    (send,) = by_name(spans, "send mail")
+    assert [link.context.span_id for link in root.links] == [send.context.span_id]
+    exported = {span.context.span_id for span in in_trace}
+    assert {span.name for span in in_trace} == {"create mail", "process mail", "complete mail"}
+    for span in in_trace:
+        assert span.parent is None or span.parent.span_id in exported, span.name
+        assert span.parent is None or span.parent.trace_id == job_trace
+    # The send span's link names the root itself.
+    assert [(link.context.trace_id, link.context.span_id) for link in send.links] == [
+        (job_trace, root.context.span_id)
+    ]
+
+
+def test_an_insert_records_the_root_of_each_job_s_trace(spans):
+    boss.create_queue("batch")
+    ids = boss.insert("batch", [{"data": {"n": n}} for n in range(3)], return_ids=True)
+    roots = by_name(spans, "create batch")
+    assert sorted((span.context.trace_id, span.parent) for span in roots) == sorted(
+        (uuid.UUID(job_id).int, None) for job_id in ids
+    )
+    # Other spans of the provider draw their ids as before: random, not a job's.
+    (insert,) = by_name(spans, "insert batch")
+    assert insert.context.trace_id not in {uuid.UUID(job_id).int for job_id in ids}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("kind", HANDLER_KINDS)
 def test_every_attempt_of_a_job_is_in_its_trace_and_a_failure_is_recorded(spans, kind):
     boss.create_queue("flaky", retry_limit=1)
     job_id = boss.send("flaky", {})

@@ -57,7 +57,7 @@ class JobSender:
                     delay = cursor.fetchone()[0]
                 job = {**job, "start_after": f"{delay} seconds", "singleton_offset": job["singleton_seconds"]}
                 job_id = self._insert(name, [job], returning=True)
-            tracing.sent(span, job_id)
+            tracing.sent(span, job_id, name)
         return job_id[0] if job_id else None
 
     def send_after(self, name: str, data: Any, after: Any, **options: Any) -> str | None:
@@ -122,7 +122,7 @@ class JobSender:
             ids = self._insert(
                 name, payload, returning=return_ids or tracing.recording(span), data_array=data_array
             )
-            tracing.sent(span, ids)
+            tracing.sent(span, ids, name)
         return ids if return_ids else None
 
     def insert_slotted(self, name: str, jobs: list[dict[str, Any]]) -> int:

@@ -15,12 +15,21 @@ job's id, the 128 bits of its uuid. The send span, in the caller's trace, carrie
 that trace; every handler span of the job (each attempt) is a child of it. Nothing is written to
 the database, a backend can open a job's trace from the job id alone, and the link leads from the
 sending request to it. docs/observability.md shows it.
+
+That trace's root is a ``create <queue>`` span (OpenTelemetry's "create" operation, one per
+message), recorded by the traced send with the ids job_span_context() gives, so the handler spans'
+parent is a span the exporter has. The API cannot choose a root's ids: with the SDK's tracer (which
+draws a span's ids from its ``id_generator``) the root is recorded through a tracer of its own,
+scope ``django_pgboss.observability.tracing`` (this module), whose generator hands out the job's
+ids while a root starts; with another API implementation no root is recorded and the parent
+stays a remote one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -28,8 +37,10 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 try:
+    from opentelemetry import context as otel_context
     from opentelemetry import trace as otel_trace
 except ImportError:  # pragma: no cover - the trace tests run with the extra installed
+    otel_context = None  # type: ignore[assignment]
     otel_trace = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
@@ -41,6 +52,8 @@ ENABLED = otel_trace is not None
 MESSAGING_SYSTEM = "pgboss"
 #: The instrumentation scope's name.
 TRACER_NAME = "django_pgboss"
+#: The scope of the job traces' root spans (a tracer of its own: see the module docstring).
+ROOT_TRACER_NAME = "django_pgboss.observability.tracing"
 #: Links a batch span carries at most (the SDK keeps 128 by default).
 MAX_LINKS = 128
 
@@ -122,16 +135,103 @@ def send_span(queue: str, operation: str = "send", count: int = 1) -> AbstractCo
     )
 
 
+class _JobIds:
+    """The id generator of the root spans' SDK tracer: while ``ids()`` holds a job's span context
+    on this thread it hands out that context's trace and span ids, and otherwise defers to the
+    generator it replaced (so nothing else that tracer might start is changed)."""
+
+    def __init__(self, fallback: Any) -> None:
+        self._fallback = fallback
+        self._pending = threading.local()
+
+    @contextlib.contextmanager
+    def ids(self, context: Any) -> Any:
+        self._pending.context = context
+        try:
+            yield
+        finally:
+            self._pending.context = None
+
+    def _context(self) -> Any:
+        return getattr(self._pending, "context", None)
+
+    def generate_trace_id(self) -> int:
+        context = self._context()
+        return int(context.trace_id) if context is not None else int(self._fallback.generate_trace_id())
+
+    def generate_span_id(self) -> int:
+        context = self._context()
+        return int(context.span_id) if context is not None else int(self._fallback.generate_span_id())
+
+    def is_trace_id_random(self) -> bool:
+        # A job's uuid is not the random trace id W3C's "random" flag promises.
+        if self._context() is not None:
+            return False
+        return bool(getattr(self._fallback, "is_trace_id_random", lambda: False)())
+
+
+# (provider, tracer, generator) of the roots, made once per tracer provider; tracer None where the
+# provider's tracers draw no ids from an id_generator (not the SDK's).
+_roots: list[tuple[Any, Any, _JobIds | None]] = []
+_roots_lock = threading.Lock()
+
+
+def _root_tracer() -> tuple[Any, _JobIds | None]:
+    provider = otel_trace.get_tracer_provider()
+    for known, tracer, generator in _roots:
+        if known is provider:
+            return tracer, generator
+    with _roots_lock:
+        tracer = provider.get_tracer(ROOT_TRACER_NAME, _version())
+        generator = getattr(tracer, "id_generator", None)
+        if isinstance(generator, _JobIds):
+            pass
+        elif generator is not None and callable(getattr(generator, "generate_span_id", None)):
+            generator = _JobIds(generator)
+            tracer.id_generator = generator  # type: ignore[attr-defined]  # the SDK tracer's, checked above
+        else:
+            tracer, generator = None, None
+        _roots.append((provider, tracer, generator))
+    return tracer, generator
+
+
+def _record_roots(queue: str, ids: Sequence[str], send: Any) -> None:
+    """Record the root span of each job's trace: a PRODUCER "create" span with the ids of
+    job_span_context(), no parent, linked to the send span ``send``."""
+    tracer, generator = _root_tracer()
+    if tracer is None or generator is None:
+        return
+    sender = send.get_span_context()
+    links = [otel_trace.Link(sender)] if sender.is_valid else []
+    empty = otel_context.Context()  # no current span: each root starts a trace
+    attributes = _attributes(queue, "create", "create")
+    for job_id in ids:
+        context = job_span_context(job_id)
+        if context is None:
+            continue
+        with generator.ids(context):
+            root = tracer.start_span(
+                f"create {queue}",
+                context=empty,
+                kind=otel_trace.SpanKind.PRODUCER,
+                attributes={**attributes, "messaging.message.id": job_id},
+                links=links,
+            )
+        root.end()
+
+
 def recording(span: Any) -> bool:
     """True when ``span`` (what a span helper's context manager gave) is a span being recorded."""
     return span is not None and span.is_recording()
 
 
-def sent(span: Any, ids: Sequence[str | None]) -> None:
-    """Record the ids a send span's statement wrote, each with a link to the job's trace."""
+def sent(span: Any, ids: Sequence[str | None], queue: str) -> None:
+    """Record the ids a send span's statement wrote, each with a link to the job's trace, and
+    record each job trace's root span."""
     if span is None or not span.is_recording():
         return
     written = [job_id for job_id in ids if job_id]
+    _record_roots(queue, written, span)
     if len(written) == 1:
         span.set_attribute("messaging.message.id", written[0])
     for job_id in written[:MAX_LINKS]:
