@@ -12,6 +12,7 @@ from django.db import DatabaseError, connections
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import schema_name_problem
+from django_pgboss.observability.auth import MIN_TOKEN_LENGTH, token_problem
 
 if TYPE_CHECKING:
     from django.db.backends.postgresql.base import DatabaseWrapper
@@ -146,6 +147,40 @@ def check_monitor_settings(app_configs: Any = None, **kwargs: Any) -> list[Error
                 Error(f'settings.PGBOSS["{key}"] = {values[key]!r} must be True or False.', id="pgboss.E005")
             )
     return errors
+
+
+@register(Tags.security)
+def check_metrics_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """pgboss.E007: METRICS_TOKEN is not a token a header can carry, or METRICS_ADDR is no
+    address; pgboss.W004: METRICS_TOKEN is short enough to guess."""
+    try:
+        token, addr = pgboss_settings.METRICS_TOKEN, pgboss_settings.METRICS_ADDR
+    except ImproperlyConfigured:
+        return []  # reported by pgboss.E004
+    messages: list[CheckMessage] = []
+    problem = token_problem(token)
+    if problem is not None:
+        # Never the token itself: check output ends up in logs and CI output.
+        shown = f"a str of {len(token)} characters" if isinstance(token, str) else f"a {type(token).__name__}"
+        messages.append(Error(f'settings.PGBOSS["METRICS_TOKEN"] ({shown}) {problem}.', id="pgboss.E007"))
+    elif isinstance(token, str) and len(token) < MIN_TOKEN_LENGTH:
+        messages.append(
+            CheckWarning(
+                f'settings.PGBOSS["METRICS_TOKEN"] has {len(token)} characters: a token that short can be '
+                f"guessed. Use at least {MIN_TOKEN_LENGTH}.",
+                hint="python -c 'import secrets; print(secrets.token_urlsafe(32))' makes one.",
+                id="pgboss.W004",
+            )
+        )
+    if not isinstance(addr, str) or not addr.strip() or "\x00" in addr:
+        messages.append(
+            Error(
+                f'settings.PGBOSS["METRICS_ADDR"] = {addr!r} must be a host name or an IP address to '
+                'listen on ("127.0.0.1", "0.0.0.0", "::").',
+                id="pgboss.E007",
+            )
+        )
+    return messages
 
 
 @register(Tags.database, deploy=True)

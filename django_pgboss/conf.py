@@ -63,8 +63,13 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ABANDONED_THREADS": 5,
     # The metrics view (django_pgboss.observability.views.metrics) answers staff users, and any
     # request whose Authorization header is "Bearer <this token>" (Prometheus's scrape config
-    # `authorization: {credentials: ...}`). None: staff only.
+    # `authorization: {credentials: ...}`). None: staff only. The commands' metrics ports answer
+    # only that header too when it is set, and anyone who reaches them when it is not.
     "METRICS_TOKEN": None,
+    # The address the commands' metrics ports (pgboss_work / pgboss_monitor --metrics-port) listen
+    # on unless --metrics-addr says otherwise: this machine only, since a port answers anyone who
+    # reaches it when no METRICS_TOKEN is set. "0.0.0.0" (or "::") listens on every interface.
+    "METRICS_ADDR": "127.0.0.1",
 }
 
 

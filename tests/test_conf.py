@@ -32,6 +32,7 @@ def test_defaults_apply_for_missing_keys():
         "REINDEX_INTERVAL_SECONDS": 86400,
         "MAX_ABANDONED_THREADS": 5,
         "METRICS_TOKEN": None,
+        "METRICS_ADDR": "127.0.0.1",
     }
 
 

@@ -1,4 +1,8 @@
-"""The --metrics-port and --metrics-addr options that pgboss_work and pgboss_monitor share."""
+"""The --metrics-port and --metrics-addr options that pgboss_work and pgboss_monitor share.
+
+The port listens on PGBOSS["METRICS_ADDR"] (127.0.0.1) unless --metrics-addr names another
+address, and answers only ``Authorization: Bearer <PGBOSS["METRICS_TOKEN"]>`` when a token is set.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError, CommandParser
 
+from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 
 
@@ -21,17 +26,28 @@ def add_arguments(parser: CommandParser, what: str) -> None:
     )
     parser.add_argument(
         "--metrics-addr",
-        default="0.0.0.0",
         metavar="ADDR",
-        help="the address --metrics-port listens on (default 0.0.0.0, every interface)",
+        help=(
+            "the address --metrics-port listens on (default settings.PGBOSS['METRICS_ADDR'], "
+            "127.0.0.1: this machine only; 0.0.0.0 for every interface)"
+        ),
     )
 
 
 def check(options: dict[str, Any]) -> None:
-    """Refuse a port out of range before anything starts."""
+    """Refuse a port out of range, or an empty address, before anything starts."""
     port = options["metrics_port"]
     if port is not None and not 0 <= port <= 65535:
         raise CommandError(f"--metrics-port must be between 0 and 65535, not {port}")
+    addr = options.get("metrics_addr")
+    if addr is not None and (not addr.strip() or "\x00" in addr):
+        raise CommandError(f"--metrics-addr must be a host name or an IP address, not {addr!r}")
+
+
+def address(options: dict[str, Any]) -> str:
+    """The address to listen on: --metrics-addr, else PGBOSS["METRICS_ADDR"]."""
+    addr = options.get("metrics_addr")
+    return str(addr if addr is not None else pgboss_settings.METRICS_ADDR)
 
 
 def start(options: dict[str, Any], *, queues: bool, context: DatabaseContext | None = None) -> Any:
@@ -44,7 +60,9 @@ def start(options: dict[str, Any], *, queues: bool, context: DatabaseContext | N
     except ImproperlyConfigured as exc:
         raise CommandError(str(exc)) from exc
     try:
-        return exposition.serve(port, options["metrics_addr"], queues=queues, context=context)
+        return exposition.serve(
+            port, address(options), queues=queues, context=context, token=pgboss_settings.METRICS_TOKEN
+        )
     except OSError as exc:
         raise CommandError(f"--metrics-port {port}: {exc}") from exc
 

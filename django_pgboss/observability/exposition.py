@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from django_pgboss.db.context import DatabaseContext
+from django_pgboss.observability.auth import bearer_matches
 from django_pgboss.observability.metrics import PGBOSS_REGISTRY, QueueCollector
 
 logger = logging.getLogger("django_pgboss.observability")
@@ -59,17 +64,63 @@ class Exposition:
             yield from source.collect()
 
 
+class _QuietHandler(WSGIRequestHandler):
+    """Logs no request line to stderr (prometheus-client's own server does not either)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _guarded(app: Any, token: str) -> Any:
+    """``app`` answering only requests whose Authorization header carries ``token``; 401 otherwise,
+    before the metrics (and the queue gauges' statement) are read."""
+
+    def guarded(environ: dict[str, Any], start_response: Any) -> Any:
+        if bearer_matches(environ.get("HTTP_AUTHORIZATION"), token):
+            return app(environ, start_response)
+        start_response(
+            "401 Unauthorized",
+            [("Content-Type", "text/plain"), ("WWW-Authenticate", 'Bearer realm="pgboss metrics"')],
+        )
+        return [b"authentication required\n"]
+
+    return guarded
+
+
 def serve(
-    port: int, addr: str = "0.0.0.0", *, queues: bool = False, context: DatabaseContext | None = None
+    port: int,
+    addr: str = "127.0.0.1",
+    *,
+    queues: bool = False,
+    context: DatabaseContext | None = None,
+    token: str | None = None,
 ) -> Any:
     """Serve /metrics on ``addr``:``port`` from a daemon thread; returns the server (``server_port``
     is the port bound, when ``port`` was 0). With ``queues`` the queue gauges are read at each
-    scrape, on a connection closed after it."""
+    scrape, on a connection closed after it. With ``token``, only a request whose Authorization
+    header is ``Bearer <token>`` is answered (observability/auth.py); the others get 401.
+
+    prometheus-client's start_http_server(), but for the token check around its WSGI app.
+    """
     collector = QueueCollector(context, close_connection=True) if queues else None
-    server, _thread = start_http_server(
-        port, addr, registry=Exposition(queues=collector, process_defaults=True)
+    app = make_wsgi_app(Exposition(queues=collector, process_defaults=True))
+    if token:
+        app = _guarded(app, token)
+    family, _, _, _, sockaddr = socket.getaddrinfo(
+        addr, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+
+    class Server(ThreadingWSGIServer):
+        address_family = family
+
+    server = make_server(str(sockaddr[0]), port, app, Server, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="pgboss-metrics", daemon=True).start()
+    logger.info(
+        "metrics on http://%s:%d/metrics (%s)",
+        addr,
+        server.server_port,
+        "token required" if token else "no token: anyone who reaches the port",
     )
-    logger.info("metrics on http://%s:%d/metrics", addr, server.server_port)
     return server
 
 

@@ -14,22 +14,19 @@ Anyone else gets 401 (no credentials) or 403 (a signed-in user who is not staff)
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
-from django.utils.crypto import constant_time_compare
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import exposition
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.observability.auth import bearer_matches
 from django_pgboss.observability.exposition import Exposition
 from django_pgboss.observability.metrics import QueueCollector
 
 
 def _allowed(request: HttpRequest) -> bool | None:
     """True to answer, False to refuse a signed-in user (403), None for no credentials (401)."""
-    token = pgboss_settings.METRICS_TOKEN
-    header = request.headers.get("Authorization", "")
-    scheme, _, credentials = header.partition(" ")
-    if token and scheme.lower() == "bearer" and constant_time_compare(credentials.strip(), str(token)):
+    if bearer_matches(request.headers.get("Authorization"), pgboss_settings.METRICS_TOKEN):
         return True
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
