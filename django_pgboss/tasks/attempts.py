@@ -55,6 +55,8 @@ class AttemptBackend(Protocol):
 
     def _finishing(self, job: Job, result: TaskResult) -> None: ...
 
+    def _in_transaction(self) -> bool: ...
+
 
 @dataclass
 class Attempt:
@@ -66,6 +68,10 @@ class Attempt:
     result: TaskResult
     worker_ids: list[str]
     errors: list[dict[str, str]]
+    #: The attempt runs inside a transaction the worker opened (a transactional handler), which
+    #: the task's failure rolls back: its records are then made as the task returns, or after the
+    #: rollback (TaskHandler.rolled_back()), never before the task (see begin()).
+    deferred: bool = False
 
     @classmethod
     def begin(cls, backend: AttemptBackend, job: Job, worker_id: str) -> Attempt:
@@ -78,12 +84,17 @@ class Attempt:
         task = backend._task_of(job)
         if isinstance(task, UnresolvedTask):
             resolve_task(job.data["task"])  # raises TaskNotFound with the reason
-        history = History.of(job)
-        errors = history.errors
-        worker_ids = [*padded(history.worker_ids, job.retry_count), worker_id]
-        # Recorded before the task runs, so a running attempt reads as this worker's, and kept
-        # whatever ends the attempt (see plans/tasks.py's record_attempt).
-        backend._record_attempt(job, worker_ids, errors, ended=False)
+        errors, worker_ids = history_of(job, worker_id)
+        # Inside a transaction the worker opened, every write here commits or rolls back with the
+        # task: a record made before the task would lock the job's row for the whole run (the
+        # monitor's expiry and the heartbeat would wait on it) and, like the record of a failure,
+        # vanish in the rollback. There the attempt is recorded as the task returns, and a
+        # failure after the rollback.
+        deferred = backend._in_transaction()
+        if not deferred:
+            # Recorded before the task runs, so a running attempt reads as this worker's, and kept
+            # whatever ends the attempt (see plans/tasks.py's record_attempt).
+            backend._record_attempt(job, worker_ids, errors, ended=False)
         result: TaskResult[Any, Any] = TaskResult(
             task=task,
             id=job.id,
@@ -99,7 +110,7 @@ class Attempt:
             worker_ids=worker_ids,
         )
         task_started.send(type(backend), task_result=result)
-        return cls(backend, job, task, result, worker_ids, errors)
+        return cls(backend, job, task, result, worker_ids, errors, deferred)
 
     @property
     def is_async(self) -> bool:
@@ -121,6 +132,9 @@ class Attempt:
 
     def returned(self, value: Any) -> dict[str, Any]:
         """The task returned ``value`` (already checked()): the job's output."""
+        if self.deferred:
+            # In the task's transaction, so it commits with the completion.
+            self.backend._record_attempt(self.job, self.worker_ids, self.errors, ended=False)
         result = self.result
         object.__setattr__(result, "_return_value", value)
         object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
@@ -137,12 +151,8 @@ class Attempt:
         result.errors.append(TaskError(**error))
         object.__setattr__(result, "status", TaskResultStatus.FAILED)
         object.__setattr__(result, "finished_at", timezone.now())
-        try:
-            self.backend._record_attempt(self.job, self.worker_ids, [*self.errors, error], ended=True)
-        except DatabaseError:
-            # The task's own error is what the job must keep; the monitor's expiry of a later
-            # attempt could then cost this one's error, nothing more.
-            logger.warning("could not record the failed attempt of task job %s", self.job.id, exc_info=True)
+        if not self.deferred:
+            record_failure(self.backend, self.job, self.worker_ids, [*self.errors, error])
         self.backend._finishing(self.job, result)
         # The worker stores the exception's attributes with its name, message and traceback: this
         # one carries the class path and the attempt history into the job's output.
@@ -161,6 +171,38 @@ class Attempt:
 
     def _meta(self) -> dict[str, Any]:
         return {"worker_ids": self.worker_ids, "errors": self.errors}
+
+
+def history_of(job: Job, worker_id: str) -> tuple[list[dict[str, str]], list[str]]:
+    """The errors of the attempts before ``job``'s (as fetched), and the worker ids of every
+    attempt up to it, its own ``worker_id``'s last."""
+    history = History.of(job)
+    return history.errors, [*padded(history.worker_ids, job.retry_count), worker_id]
+
+
+def record_failure(
+    backend: AttemptBackend, job: Job, worker_ids: list[str], errors: list[dict[str, str]]
+) -> None:
+    """Record a failed attempt (its errors, the last its own); a database error is logged."""
+    try:
+        backend._record_attempt(job, worker_ids, errors, ended=True)
+    except DatabaseError:
+        # The task's own error is what the job must keep; the monitor's expiry of a later
+        # attempt could then cost this one's error, nothing more.
+        logger.warning("could not record the failed attempt of task job %s", job.id, exc_info=True)
+
+
+def record_rolled_back(backend: AttemptBackend, job: Job, exc: BaseException) -> None:
+    """Record the failed attempt of a job whose transactional run rolled back, taking with it what
+    the attempt recorded inside it; ``exc`` is why (the task's exception, or the worker's reason
+    the run could not commit). The worker fails the job next, so the attempt fence still lets
+    the record land."""
+    errors, worker_ids = history_of(job, WORKER_ID)
+    error = {
+        "exception_class_path": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "traceback": traceback_text(exc),
+    }
+    record_failure(backend, job, worker_ids, [*errors, error])
 
 
 def resolve_task(path: str) -> Task:

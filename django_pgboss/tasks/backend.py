@@ -35,6 +35,7 @@ from typing import Any, cast
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
+from django.db import connections
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.module_loading import autodiscover_modules, import_string
@@ -428,6 +429,11 @@ class PgBossBackend(BaseTaskBackend):
                     "history": to_json(history, "history"),
                 },
             )
+
+    def _in_transaction(self) -> bool:
+        """Whether this thread's connection is inside a transaction the worker opened (a
+        transactional handler's), whose rollback would take the attempt's records."""
+        return connections[self.context.using].in_atomic_block
 
     def _finishing(self, job: Job, result: TaskResult) -> None:
         """Keep the attempt's result until the worker has stored it: task_finished is sent then

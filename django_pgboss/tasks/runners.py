@@ -29,7 +29,7 @@ from asgiref.sync import sync_to_async
 
 from django_pgboss import signals
 from django_pgboss.records import Job
-from django_pgboss.tasks.attempts import WORKER_ID, Attempt, AttemptBackend
+from django_pgboss.tasks.attempts import WORKER_ID, Attempt, AttemptBackend, record_rolled_back
 
 
 class RunnerBackend(AttemptBackend, Protocol):
@@ -79,6 +79,12 @@ class TaskHandler:
         """Before a worker runs these queues: a backend with CREATE_QUEUES creates them now (the
         worker is a first use, as an enqueue is)."""
         self.backend.ensure_queues()
+
+    def rolled_back(self, jobs: list[Job], exc: BaseException) -> None:
+        """After a transactional run of ``jobs`` rolled back (the worker calls it before failing
+        them): record each failed attempt, which the rollback took (tasks/attempts.py)."""
+        for job in jobs:
+            record_rolled_back(self.backend, job, exc)
 
 
 class TaskRunner(TaskHandler):

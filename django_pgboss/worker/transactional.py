@@ -155,10 +155,26 @@ def run_in_transaction(
         _discard_broken(using)
         if isinstance(exc, DatabaseError):
             exc = _explained(exc, seconds, registration)
+        _after_rollback(registration, jobs, exc, using)
         return "failed", exc
     if committed is not None:
         committed(pairs, completed)
     return "completed", completed
+
+
+def _after_rollback(registration: Registration, jobs: list[Job], exc: BaseException, using: str) -> None:
+    """Call the handler's ``rolled_back(jobs, exc)``, when it has one (a tasks backend's runner,
+    which records the failed attempt the rollback took), before the jobs are failed: they are still
+    this attempt's then, so what it writes, fenced to the attempt, lands. Its own failure is logged:
+    the jobs are failed with ``exc`` all the same."""
+    hook = getattr(registration.handler, "rolled_back", None)
+    if hook is None:
+        return
+    try:
+        hook(jobs, exc)
+    except Exception:
+        logger.warning("%s.rolled_back() raised", registration.label, exc_info=True)
+        _discard_broken(using)
 
 
 def _encoded(registration: Registration, result: Any) -> EncodedOutput | None:
