@@ -2,6 +2,11 @@
 
 The expected occurrences were read from pg-boss 12.35.0's own previewSchedule() (rrule-temporal),
 so these pin the same answers the interop test checks against Node on every run.
+
+A bound on what a search costs is read on the process's CPU clock (time.process_time()), never
+the wall clock: the budget is a wall-clock deadline, so on a loaded machine a walk gets less CPU
+than the wall time it takes and never more, while one that ignored its deadline would burn
+seconds of CPU and still fail the bound. (Wall time here failed under load for no fault.)
 """
 
 from __future__ import annotations
@@ -181,12 +186,12 @@ def test_restarting_a_rule_near_the_walk_gives_what_walking_it_from_dtstart_give
 
 def test_a_catch_up_after_a_long_outage_finds_the_latest_occurrence_quickly():
     every_second = Recurrence.parse("FREQ=SECONDLY", "UTC")
-    began = time.monotonic()
+    began = time.process_time()
     assert every_second.latest(at(2027, 1, 1), at(2027, 3, 1, 12, 0, 0)) == at(2027, 3, 1, 12, 0, 0)
     monthly = Recurrence.parse("FREQ=MONTHLY;BYMONTHDAY=1;BYHOUR=6", "UTC")
     assert monthly.latest(at(2026, 1, 1), at(2027, 3, 1, 5)) == at(2027, 2, 1, 6)
     assert monthly.latest(at(2027, 2, 1, 6), at(2027, 3, 1, 5)) is None
-    assert time.monotonic() - began < 2
+    assert time.process_time() - began < 2
 
 
 def test_a_window_can_hold_two_occurrences_of_a_rule():
@@ -337,10 +342,10 @@ def test_a_day_that_no_month_named_can_hold_is_refused():
 def test_a_walk_through_a_huge_count_gives_up_within_its_budget():
     # COUNT counts from DTSTART, so the seven years of seconds before 2027 are walked, not skipped.
     rule = Recurrence.parse("DTSTART:20200101T000000\nRRULE:FREQ=SECONDLY;COUNT=500000000", "UTC")
-    began = time.monotonic()
+    began = time.process_time()
     with pytest.raises(InvalidSchedule, match="gave up after 1s of walking, at 2020-"):
         rule.next_after(at(2027, 1, 1))
-    assert time.monotonic() - began < 3
+    assert time.process_time() - began < 3
     with pytest.raises(InvalidSchedule, match="gave up after 1s with 0 of 10 occurrences"):
         preview(rule.expression, start=at(2027, 1, 1))
 

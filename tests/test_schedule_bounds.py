@@ -4,6 +4,11 @@ cost a timekeeper pass (issue 16's remainder).
 dateutil searches period after period, up to the year 9999, for the next occurrence of a rule
 whose parts never fall together, inside one call nothing could interrupt. Those the checks can
 tell are refused naming the part; every other search is bounded (recurrence._BoundedIterinfo).
+
+A bound on what a search costs is read on the process's CPU clock (time.process_time()), never
+the wall clock: the budget is a wall-clock deadline, so on a loaded machine a walk gets less CPU
+than the wall time it takes and never more, while one that ignored its deadline would burn
+seconds of CPU and still fail the bound. (Wall time here failed under load for no fault.)
 """
 
 from __future__ import annotations
@@ -98,14 +103,14 @@ def test_rules_that_only_look_impossible_are_kept():
 @pytest.mark.parametrize("expression", UNTELLABLE)
 def test_a_never_matching_rule_no_check_can_tell_gives_up_within_its_budget(expression):
     rule = Recurrence.parse(expression, "UTC")
-    began = time.monotonic()
+    began = time.process_time()
     with pytest.raises(InvalidSchedule, match="gave up after 1s of searching for an occurrence"):
         rule.next_after(at(2027, 1, 1))
-    assert time.monotonic() - began < EVALUATION_BUDGET_SECONDS + 2
-    began = time.monotonic()
+    assert time.process_time() - began < EVALUATION_BUDGET_SECONDS + 2
+    began = time.process_time()
     with pytest.raises(InvalidSchedule, match="gave up after 1s with 0 of 10 occurrences"):
         preview(expression, start=at(2027, 1, 1))
-    assert time.monotonic() - began < EVALUATION_BUDGET_SECONDS + 2
+    assert time.process_time() - began < EVALUATION_BUDGET_SECONDS + 2
 
 
 @pytest.mark.parametrize("expression", UNTELLABLE)
@@ -113,9 +118,9 @@ def test_a_windowed_reading_stops_at_the_end_of_its_window(expression):
     # What a timekeeper pass asks of a row: the occurrences of the last minute. The search ends at
     # the window instead of going on towards an occurrence that never comes.
     rule = Recurrence.parse(expression, "UTC")
-    began = time.monotonic()
+    began = time.process_time()
     assert rule.between(at(2027, 1, 1, 9), at(2027, 1, 1, 9, 1)) == []
-    assert time.monotonic() - began < 0.5
+    assert time.process_time() - began < 0.5
 
 
 def test_a_windowed_reading_still_finds_what_is_in_its_window():
@@ -213,10 +218,10 @@ def test_schedule_refuses_a_rule_that_never_matches_before_storing_it(queue):
     with pytest.raises(InvalidSchedule, match='"BYSETPOS=40" never matches') as refused:
         boss.schedule(queue, "FREQ=MONTHLY;BYDAY=MO;BYSETPOS=40")
     assert refused.value.field == "cron"
-    began = time.monotonic()
+    began = time.process_time()
     with pytest.raises(InvalidSchedule, match="gave up after 1s of searching"):
         boss.schedule(queue, UNTELLABLE[1])
-    assert time.monotonic() - began < EVALUATION_BUDGET_SECONDS + 2
+    assert time.process_time() - began < EVALUATION_BUDGET_SECONDS + 2
     assert rows("SELECT count(*) FROM {s}.schedule") == [(0,)]
 
 
@@ -235,17 +240,17 @@ def test_a_stored_rule_that_never_matches_costs_a_pass_nothing_and_the_others_st
             [queue, key, expression],
         )
     boss.schedule(queue, "* * * * *", {"ok": True})
-    began = time.monotonic()
+    began = time.process_time()
     report = run_timekeeper(boss)
-    assert time.monotonic() - began < 5
+    assert time.process_time() - began < 5
     assert report.claimed
     assert [job.data for job in boss.find_jobs(queue)] == [{"ok": True}]
     # With a gap to catch up on (missed="once" and a pass long ago), each catch-up is bounded.
     rows("UPDATE {s}.schedule SET created_on = now() - interval '30 days'")
     rows("UPDATE {s}.version SET cron_on = now() - interval '20 days'")
-    began = time.monotonic()
+    began = time.process_time()
     report = run_timekeeper(boss)
-    assert time.monotonic() - began < 3 * (2 * EVALUATION_BUDGET_SECONDS) + 5
+    assert time.process_time() - began < 3 * (2 * EVALUATION_BUDGET_SECONDS) + 5
     assert report.claimed
 
 
