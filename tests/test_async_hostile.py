@@ -9,7 +9,7 @@ import pytest
 
 from django_pgboss import boss
 from tests.helpers import job_row
-from tests.test_worker import run_worker
+from tests.processes import run_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,9 +12,10 @@ from django.contrib.auth.models import User
 from django_pgboss.tasks.backend import TaskRunner
 from django_pgboss.tasks.compat import TaskResultStatus, task_backends
 from django_pgboss.tasks.runners import AsyncTaskRunner
+from tests.processes import run_worker, start_worker, wait_for
 from tests.taskapp import tasks
 from tests.test_tasks_backend import result_of, work_tasks
-from tests.test_worker import marker_lines, run_worker, start_worker, wait_for
+from tests.test_worker import marker_lines
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

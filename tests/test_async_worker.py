@@ -19,17 +19,11 @@ from django_pgboss.worker import registry
 from django_pgboss.worker.registry import Registration, work
 from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row, rows
-from tests.test_worker import marker_lines, start_worker, states, wait_for
+from tests.processes import in_process, start_worker, wait_for
+from tests.test_worker import marker_lines, states
 from tests.workapp import jobs as workapp_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def in_process(*registrations: Registration, **options) -> tuple[Worker, threading.Thread]:
-    worker = Worker(list(registrations), **options)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    return worker, thread
 
 
 def test_async_handlers_run_concurrency_coroutines_at_once_on_one_loop_thread():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 from django_pgboss import boss
 from tests.flowapp.jobs import FLOW_QUEUES
 from tests.helpers import job_row, rows
-from tests.test_worker import REPO, wait_for, worker_env
+from tests.processes import manage, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,13 +21,8 @@ FLOW_INTERVAL = "1"
 
 
 def start(command: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "django", command, *args],
-        cwd=REPO,
-        env=worker_env(PGBOSS_TEST_EXTRA_APPS="tests.flowapp", PGBOSS_TEST_FLOW_INTERVAL=FLOW_INTERVAL),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    return manage(
+        command, *args, PGBOSS_TEST_EXTRA_APPS="tests.flowapp", PGBOSS_TEST_FLOW_INTERVAL=FLOW_INTERVAL
     )
 
 

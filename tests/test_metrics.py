@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -23,7 +22,7 @@ from django_pgboss.observability.metrics import PGBOSS_REGISTRY, MonitorMetrics
 from django_pgboss.observability.queues import read_queues
 from django_pgboss.plans import metrics as metric_plans
 from tests.helpers import pgboss_settings_with, rows, schema_sql
-from tests.test_worker import REPO, wait_for, worker_env
+from tests.processes import start_monitor, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -283,25 +282,7 @@ def exposition_text() -> str:
 def test_pgboss_monitor_serves_the_gauges_and_its_counters_on_its_metrics_port():
     fill_queues()
     port = free_port()
-    monitor = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "django",
-            "pgboss_monitor",
-            "--interval",
-            "1",
-            "--metrics-port",
-            str(port),
-            "--metrics-addr",
-            "127.0.0.1",
-        ],
-        cwd=REPO,
-        env=worker_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    monitor = start_monitor("--interval", "1", "--metrics-port", str(port), "--metrics-addr", "127.0.0.1")
     try:
 
         def passed() -> dict | None:

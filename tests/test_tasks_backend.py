@@ -52,8 +52,8 @@ from django_pgboss.worker import core as worker_module
 from django_pgboss.worker.runner import Worker
 from tests.conftest import database_url
 from tests.helpers import count_jobs, job_row, rows, schema_sql
+from tests.processes import run_worker, wait_for
 from tests.taskapp import tasks
-from tests.test_worker import run_worker, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

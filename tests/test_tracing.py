@@ -21,7 +21,7 @@ from django_pgboss import boss
 from django_pgboss.monitor.runner import Monitor
 from django_pgboss.observability import tracing
 from tests.helpers import HANDLER_KINDS, handler_of
-from tests.test_worker import REPO, worker_env
+from tests.processes import REPO, worker_env
 
 pytestmark = pytest.mark.django_db
 

@@ -21,7 +21,8 @@ from django_pgboss.worker.transactional import (
     transaction_timeout,
 )
 from tests.helpers import job_row, rows
-from tests.test_worker import in_process, marker_lines, run_worker, start_worker, wait_for
+from tests.processes import in_process, run_worker, start_worker, wait_for
+from tests.test_worker import marker_lines
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

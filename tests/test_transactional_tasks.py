@@ -14,8 +14,8 @@ from django_pgboss.tasks.compat import TaskResultStatus, task_backends
 from django_pgboss.tasks.history import META_KEY
 from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row, rows
+from tests.processes import wait_for
 from tests.taskapp import tasks
-from tests.test_worker import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

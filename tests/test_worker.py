@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,60 +14,12 @@ import pytest
 from django.db import connection
 
 from django_pgboss import boss
-from django_pgboss.conf import pgboss_settings
 from django_pgboss.worker.registry import Registration, registrations
 from django_pgboss.worker.runner import Worker
-from tests.conftest import database_url
 from tests.helpers import job_row, rows
+from tests.processes import REPO, in_process, run_monitor, run_worker, start_monitor, start_worker, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def worker_env(**extra: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": database_url(),
-        "PGBOSS_SCHEMA": pgboss_settings.SCHEMA,
-        "PYTHONPATH": str(REPO),
-        "PYTHONUNBUFFERED": "1",
-        **extra,
-    }
-
-
-def start_worker(*args: str, **env: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "django", "pgboss_work", *args],
-        cwd=REPO,
-        env=worker_env(**env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def run_worker(*args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "django", "pgboss_work", *args],
-        cwd=REPO,
-        env=worker_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
 
 
 def marker_lines(path: Path, event: str) -> list[list[str]]:
@@ -331,13 +282,6 @@ def test_the_worker_survives_a_database_restart(tmp_path):
 # -- in process ----------------------------------------------------------------------------------
 
 
-def in_process(registration: Registration, **options) -> tuple[Worker, threading.Thread]:
-    worker = Worker([registration], **options)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    return worker, thread
-
-
 def test_heartbeats_keep_a_long_job_alive():
     boss.create_queue("slow", heartbeat_seconds=10)
     job_id = boss.send("slow", {})
@@ -536,29 +480,6 @@ def test_registered_handlers_come_from_each_apps_jobs_module():
 
 
 # -- the monitor command -----------------------------------------------------------------------
-
-
-def run_monitor(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "django", "pgboss_monitor", *args],
-        cwd=REPO,
-        env=worker_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def start_monitor(*args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "django", "pgboss_monitor", *args],
-        cwd=REPO,
-        env=worker_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def test_monitor_once_fails_expired_jobs_for_retry():

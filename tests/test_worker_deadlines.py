@@ -19,7 +19,8 @@ from django_pgboss.worker.deadlines import EXIT_ABANDONED_THREADS
 from django_pgboss.worker.registry import Registration, validated
 from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row, rows
-from tests.test_worker import _peek_stderr, _stderr_seen, marker_lines, run_worker, start_worker, wait_for
+from tests.processes import run_worker, start_worker, wait_for
+from tests.test_worker import _peek_stderr, _stderr_seen, marker_lines
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

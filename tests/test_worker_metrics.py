@@ -5,8 +5,6 @@ one endpoint for several worker processes in prometheus-client's multi-process m
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import time
 import urllib.error
 
@@ -19,8 +17,8 @@ from django_pgboss.observability.metrics import WorkerMetrics
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.runner import Worker
 from tests.helpers import HANDLER_KINDS, handler_of
+from tests.processes import run_worker, start_worker, wait_for
 from tests.test_metrics import free_port, samples, scrape, value
-from tests.test_worker import REPO, run_worker, wait_for, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -104,25 +102,7 @@ def test_pgboss_work_serves_its_metrics_on_its_port(queue):
     # "aecho" is echo's async def twin (tests/workapp/jobs.py).
     boss.create_queue(queue)
     port = free_port()
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "django",
-            "pgboss_work",
-            "--queue",
-            queue,
-            "--metrics-port",
-            str(port),
-            "--metrics-addr",
-            "127.0.0.1",
-        ],
-        cwd=REPO,
-        env=worker_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    worker = start_worker("--queue", queue, "--metrics-port", str(port), "--metrics-addr", "127.0.0.1")
     try:
         boss.insert(queue, [{"data": {"n": n}} for n in range(5)])
 
@@ -157,17 +137,7 @@ def test_several_worker_processes_are_served_from_one_multiprocess_folder(
     folder.mkdir()
     env = {"PROMETHEUS_MULTIPROC_DIR": str(folder)}
     # --max-jobs 15 each: both processes run 15 of the 30 jobs, however their starts fall.
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-m", "django", "pgboss_work", "--queue", "echo", "--max-jobs", "15"],
-            cwd=REPO,
-            env=worker_env(**env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+    workers = [start_worker("--queue", "echo", "--max-jobs", "15", **env) for _ in range(2)]
     for worker in workers:
         _out, err = worker.communicate(timeout=120)
         assert worker.returncode == 0, err

@@ -13,7 +13,7 @@ from django_pgboss.exceptions import InvalidOption
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row, rows
-from tests.test_worker import wait_for
+from tests.processes import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,7 +15,8 @@ from django_pgboss import boss
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row, rows
-from tests.test_worker import run_worker, states, wait_for
+from tests.processes import run_worker, wait_for
+from tests.test_worker import states
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -173,7 +174,8 @@ def test_a_handler_thread_that_dies_anyway_is_replaced_and_a_stop_does_not_wait_
 def test_a_rolling_deploy_with_a_short_grace_completes_every_job_and_charges_only_attempts_that_ran(tmp_path):
     """Three-second jobs, a one-second grace, four restarts, each new worker started before the
     old one stops: every job ends completed, and a job's retry_count counts only its runs."""
-    from tests.test_worker import _peek_stderr, marker_lines, start_worker
+    from tests.processes import start_worker
+    from tests.test_worker import _peek_stderr, marker_lines
 
     marker = tmp_path / "marker"
     boss.create_queue("slow-dead")
@@ -223,14 +225,15 @@ def _testdb(action: str) -> None:
 
     from django.db import connection
 
-    from tests.test_worker import REPO
+    from tests.processes import REPO
 
     connection.close()
     subprocess.run(["bash", str(REPO / "scripts" / "testdb.sh"), action], check=True, capture_output=True)
 
 
 def test_a_worker_started_without_a_database_says_so_once_and_stops_cleanly_on_sigterm():
-    from tests.test_worker import _peek_stderr, _stderr_seen, start_worker
+    from tests.processes import start_worker
+    from tests.test_worker import _peek_stderr, _stderr_seen
 
     worker = start_worker("--queue", "echo", DATABASE_URL="postgres://postgres@127.0.0.1:1/nowhere")
     try:
@@ -247,7 +250,8 @@ def test_a_worker_started_without_a_database_says_so_once_and_stops_cleanly_on_s
 
 
 def test_a_worker_waits_for_its_database_and_resumes_promptly_after_a_long_outage():
-    from tests.test_worker import _peek_stderr, _stderr_seen, start_worker
+    from tests.processes import start_worker
+    from tests.test_worker import _peek_stderr, _stderr_seen
 
     boss.create_queue("echo")
     _testdb("stop")

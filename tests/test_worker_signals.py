@@ -16,8 +16,8 @@ from django_pgboss.monitor.runner import Monitor
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.runner import Worker
 from tests.helpers import HANDLER_KINDS, handler_of, job_row, rows
+from tests.processes import run_worker, wait_for
 from tests.test_signals import raising, received
-from tests.test_worker import run_worker, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
