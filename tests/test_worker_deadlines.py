@@ -201,15 +201,20 @@ def test_pg_boss_sees_a_job_our_worker_failed_at_its_deadline_as_failed_with_the
 # -- the signal's moment, observed in-process -----------------------------------------------------
 
 
-def test_a_cooperative_handler_stops_within_100_ms_of_its_signal():
+def test_a_cooperative_handler_is_woken_by_its_signal_not_by_its_own_timeout():
+    """A handler waiting on job.signal.wait() returns the moment the deadline sets the signal:
+    its wait returns True on its first call, long before that call's own timeout. (The moment
+    itself, about a millisecond, is a figure for bench/, not a timed assertion a loaded machine
+    could break: it used to be asserted as "within 100 ms" and failed under load.)"""
     boss.create_queue("coop", retry_limit=0)
     signalled = threading.Event()
     stopped = threading.Event()
+    waits: list[bool] = []
 
     def handler(job):
         job.signal.add_callback(lambda reason: signalled.set())
-        while not job.signal.wait(10):
-            pass
+        # Far longer than the test waits: a wake-up by timeout would show as False below.
+        waits.append(job.signal.wait(600))
         stopped.set()
         job.signal.raise_if_set()
 
@@ -224,9 +229,9 @@ def test_a_cooperative_handler_stops_within_100_ms_of_its_signal():
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
-        assert signalled.wait(30), "the deadline never came"
-        # A bounded wait on the observed state: the handler is done within 100 ms of its signal.
-        assert stopped.wait(0.1), "the handler was still running 100 ms after its signal"
+        assert signalled.wait(60), "the deadline never came"
+        assert stopped.wait(60), "the handler's wait did not return when its signal was set"
+        assert waits == [True]
     finally:
         worker.stop()
         thread.join(30)

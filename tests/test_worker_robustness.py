@@ -15,7 +15,7 @@ from django_pgboss import boss
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row, rows
-from tests.processes import run_worker, wait_for
+from tests.processes import run_worker, start_worker, wait_for
 from tests.test_worker import states
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -172,46 +172,58 @@ def test_a_handler_thread_that_dies_anyway_is_replaced_and_a_stop_does_not_wait_
 
 
 def test_a_rolling_deploy_with_a_short_grace_completes_every_job_and_charges_only_attempts_that_ran(tmp_path):
-    """Three-second jobs, a one-second grace, four restarts, each new worker started before the
-    old one stops: every job ends completed, and a job's retry_count counts only its runs."""
-    from tests.processes import start_worker
+    """Jobs held until the test lets them end, a one-second grace, four restarts, each new worker
+    started before the old one stops: every restart cuts the old worker's running jobs short,
+    every job ends completed once released, and a job's retry_count counts only its runs.
+
+    Nothing here waits on a guess of how long a step takes under load: a restart happens once the
+    old worker is seen running a job, which the hold keeps running until after the stop.
+    """
     from tests.test_worker import _peek_stderr, marker_lines
 
-    marker = tmp_path / "marker"
+    marker, gate = tmp_path / "marker", tmp_path / "hold"
+    gate.touch()
     boss.create_queue("slow-dead")
-    boss.create_queue("slow", retry_limit=1, dead_letter="slow-dead")
+    # Four restarts can cut one job four times: a fifth attempt must still be allowed, so that only
+    # a wrong charge (an attempt counted that never ran) can send a job to the dead letter.
+    boss.create_queue("slow", retry_limit=4, dead_letter="slow-dead")
     ids = boss.insert(
-        "slow", [{"data": {"sleep": 3, "marker": str(marker)}} for _ in range(12)], return_ids=True
+        "slow", [{"data": {"hold": str(gate), "marker": str(marker)}} for _ in range(12)], return_ids=True
     )
     args = ("--queue", "slow", "--batch-size", "4", "--grace-seconds", "1")
+
+    def running_in(worker) -> bool:
+        """A job started in ``worker`` that has not ended there."""
+        pid = str(worker.pid)
+        started = {line[1] for line in marker_lines(marker, "start") if line[2] == pid}
+        ended = {line[1] for line in marker_lines(marker, "end") if line[2] == pid}
+        return bool(started - ended)
+
     current = start_worker(*args)
+    cut = 0
     try:
         for _ in range(4):
-            # Each restart cuts the current worker short while it runs jobs (the last restarts
-            # may find everything done already, which the count of starts below catches).
-            wait_for(
-                lambda w=current: (
-                    states() == {"completed": 12}
-                    or any(line[2] == str(w.pid) for line in marker_lines(marker, "start"))
-                ),
-                timeout=60,
-            )
-            time.sleep(1.5)
+            wait_for(lambda w=current: running_in(w), timeout=120, interval=0.1)
             replacement = start_worker(*args)
-            wait_for(lambda w=replacement: "worker started" in _peek_stderr(w), timeout=30)
+            wait_for(lambda w=replacement: "worker started" in _peek_stderr(w), timeout=120)
             current.send_signal(signal.SIGTERM)
-            _, stderr = current.communicate(timeout=30)
+            _, stderr = current.communicate(timeout=60)
             assert current.returncode == 0, stderr
+            cut += 1
             current = replacement
+        gate.unlink()  # every held job may end now
         wait_for(lambda: states() == {"completed": 12}, timeout=120, interval=0.2)
     finally:
+        gate.unlink(missing_ok=True)
         current.send_signal(signal.SIGTERM)
-        current.communicate(timeout=30)
+        current.communicate(timeout=60)
+    assert cut == 4
     assert boss.find_jobs("slow-dead") == []
     starts: dict[str, int] = {}
     for line in marker_lines(marker, "start"):
         starts[line[1]] = starts.get(line[1], 0) + 1
-    assert sum(starts.values()) > 12, "no job was cut short: the test proves nothing"
+    # Each restart stopped a worker while it ran a held job: at least four runs were cut short.
+    assert sum(starts.values()) >= 12 + 4, starts
     for job_id in ids:
         (retry_count,) = job_row(job_id, "retry_count")
         assert retry_count == starts[job_id] - 1, (job_id, retry_count, starts[job_id])

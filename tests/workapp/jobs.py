@@ -22,10 +22,21 @@ def echo(job):
     return {"echo": job.data, "pid": os.getpid()}
 
 
+def _hold(job) -> None:
+    """While the file the job's data names as ``hold`` exists (at most two minutes), keep running:
+    a test decides when such a job may end instead of guessing how long a step takes."""
+    gate = (job.data or {}).get("hold")
+    if gate:
+        give_up = time.monotonic() + 120
+        while Path(gate).exists() and time.monotonic() < give_up:
+            time.sleep(0.02)
+
+
 @work("slow", concurrency=2, polling_interval_seconds=0.2)
 def slow(job):
     _note(job, "start")
     time.sleep(job.data.get("sleep", 0))
+    _hold(job)
     _note(job, "end")
     if job.data.get("fail_first") and job.retry_count == 0:
         raise RuntimeError("first attempt fails")
