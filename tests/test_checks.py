@@ -131,6 +131,16 @@ def test_postgres_version_check_is_a_database_check():
         ("QUEUE_STATS_RETENTION_DAYS", 400, "must be an integer from 1 to 365"),
         ("WARNING_QUEUE_SIZE", "big", "must be an integer at least 1"),
         ("PERSIST_WARNINGS", "yes", "must be True or False"),
+        # The settings last session added: each refused before any command runs.
+        ("FLOW_INTERVAL_SECONDS", 1.5, "must be an integer from 1 to 86400"),
+        ("FLOW_INTERVAL_SECONDS", "5", "must be an integer from 1 to 86400"),
+        ("FLOW_INTERVAL_SECONDS", 86_401, "must be an integer from 1 to 86400"),
+        ("WARNING_SLOW_QUERY_SECONDS", 0, "must be an integer at least 1"),
+        ("WARNING_SLOW_QUERY_SECONDS", 0.5, "must be an integer at least 1"),
+        ("WARNING_SLOW_QUERY_SECONDS", None, "must be an integer at least 1"),
+        ("MAX_ABANDONED_THREADS", -1, "must be an integer at least 0"),
+        ("MAX_ABANDONED_THREADS", True, "must be an integer at least 0"),
+        ("MAX_ABANDONED_THREADS", float("inf"), "must be an integer at least 0"),
     ],
 )
 def test_monitor_settings_are_checked(setting, value, message):

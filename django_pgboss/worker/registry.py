@@ -20,6 +20,10 @@ Handler = Callable[[Any], Any]
 
 #: The longest transaction timeout PostgreSQL can enforce (its timeouts are int4 milliseconds).
 MAX_TRANSACTION_TIMEOUT_SECONDS = arguments.INT4_MAX // 1000
+#: The longest polling or heartbeat interval a registration takes: a day. Beyond it an interval is
+#: a mistake, and far beyond it (past threading.TIMEOUT_MAX, about 292 years) the worker's waits
+#: would raise OverflowError on their thread instead of waiting.
+MAX_INTERVAL_SECONDS = 86_400
 
 
 def is_async_handler(handler: Any) -> bool:
@@ -85,7 +89,7 @@ def validated(registration: Registration) -> Registration:
         raise InvalidOption(f"the handler for queue {registration.queue!r} is not callable")
     arguments.limit("batch_size", registration.batch_size)
     arguments.integer("concurrency", registration.concurrency, minimum=1)
-    arguments.number("polling_interval_seconds", registration.polling_interval_seconds, minimum=0.1)
+    _interval("polling_interval_seconds", registration.polling_interval_seconds, minimum=0.1)
     arguments.boolean("include_metadata", registration.include_metadata)
     arguments.boolean("batch", registration.batch)
     arguments.boolean("per_job_results", registration.per_job_results)
@@ -94,6 +98,13 @@ def validated(registration: Registration) -> Registration:
             f"per_job_results is for batch handlers (batch=True); the handler for queue "
             f"{registration.queue!r} gets one job, whose result is its own already"
         )
+    # Checked here as fetch() checks them, so that a bad one is refused at registration rather
+    # than by every fetch of the running worker.
+    for option in ("min_priority", "max_priority"):
+        arguments.integer(option, getattr(registration, option), minimum=arguments.INT4_MIN, nullable=True)
+    low, high = registration.min_priority, registration.max_priority
+    if low is not None and high is not None and low > high:
+        raise InvalidOption(f"min_priority {low} is above max_priority {high} (queue {registration.queue!r})")
     if registration.group_concurrency is not None:
         arguments.group_limits(registration.group_concurrency)
     if registration.local_group_concurrency is not None:
@@ -114,9 +125,9 @@ def validated(registration: Registration) -> Registration:
                     f"{label} ({limit}) cannot exceed the queue's concurrency ({queue_units(registration)})"
                 )
     if registration.heartbeat_refresh_seconds is not None:
-        arguments.number("heartbeat_refresh_seconds", registration.heartbeat_refresh_seconds, minimum=0.01)
+        _interval("heartbeat_refresh_seconds", registration.heartbeat_refresh_seconds, minimum=0.01)
     if registration.notify_polling_interval_seconds is not None:
-        arguments.number(
+        _interval(
             "notify_polling_interval_seconds", registration.notify_polling_interval_seconds, minimum=0.1
         )
         if registration.notify_polling_interval_seconds < registration.polling_interval_seconds:
@@ -154,6 +165,14 @@ def validated(registration: Registration) -> Registration:
             "atomic() block"
         )
     return registration
+
+
+def _interval(option: str, value: object, *, minimum: float) -> float:
+    """A registration's interval in seconds: a finite number from ``minimum`` to MAX_INTERVAL_SECONDS."""
+    seconds = arguments.number(option, value, minimum=minimum)
+    if seconds > MAX_INTERVAL_SECONDS:
+        raise InvalidOption(f"{option} must be at most {MAX_INTERVAL_SECONDS} seconds (a day), not {value!r}")
+    return seconds
 
 
 def queue_units(registration: Registration) -> int:

@@ -161,8 +161,17 @@ def _parse(entry: Any) -> tuple[str, str, Any] | None:
         job_id, status, output = entry["id"], entry["status"], entry.get("output")
     else:
         return None
+    if not isinstance(status, str) or status not in STATUSES:
+        return None
     if isinstance(job_id, uuid.UUID):
         job_id = str(job_id)
-    if status not in STATUSES or not isinstance(job_id, str):
+    elif isinstance(job_id, str):
+        # Any spelling of a uuid names the job (upper case, no dashes, braces): the batch's ids
+        # are PostgreSQL's canonical text, which str(uuid.UUID(...)) gives.
+        try:
+            job_id = str(uuid.UUID(job_id))
+        except ValueError:
+            return None
+    else:
         return None
     return job_id, status, output

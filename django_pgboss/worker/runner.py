@@ -32,9 +32,9 @@ from django.db import DatabaseError
 from django_pgboss import signals
 from django_pgboss.api.boss import Boss
 from django_pgboss.api.jobs import JobStore
-from django_pgboss.arguments import integer
+from django_pgboss.arguments import INT8_MAX, boolean, integer, number
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.exceptions import QueueNotFound
+from django_pgboss.exceptions import InvalidOption, QueueNotFound
 from django_pgboss.observability.instruments import HandlerInstruments
 from django_pgboss.worker.backoff import when_reachable
 from django_pgboss.worker.core import QueueState, WorkerStats, logger, queue_capacity
@@ -48,6 +48,10 @@ from django_pgboss.worker.shutdown import Shutdown
 from django_pgboss.worker.snapshot import WorkerSnapshot, take
 
 __all__ = ["EXIT_ABANDONED_THREADS", "Worker", "WorkerStats", "queue_capacity"]
+
+#: The longest stop grace period a Worker takes (a day): past threading.TIMEOUT_MAX its waits would
+#: raise OverflowError instead of waiting.
+MAX_GRACE_SECONDS = 86_400
 
 
 class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
@@ -74,6 +78,16 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
         max_abandoned_threads: int | None = None,
         instruments: HandlerInstruments | None = None,
     ) -> None:
+        # Every argument is checked before anything starts (the command checks its own options
+        # too, but the Worker is public API).
+        boolean("burst", burst)
+        boolean("listen", listen)
+        integer("max_jobs", max_jobs, minimum=1, maximum=INT8_MAX, nullable=True)
+        number("grace_seconds", grace_seconds, minimum=0)
+        if grace_seconds > MAX_GRACE_SECONDS:
+            raise InvalidOption(
+                f"grace_seconds must be at most {MAX_GRACE_SECONDS} (a day), not {grace_seconds!r}"
+            )
         if max_abandoned_threads is None:
             max_abandoned_threads = pgboss_settings.MAX_ABANDONED_THREADS
         checked = integer("max_abandoned_threads", max_abandoned_threads, minimum=0)

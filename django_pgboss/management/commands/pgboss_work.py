@@ -24,7 +24,7 @@ from django_pgboss.tasks.registrations import worker_tasks
 from django_pgboss.version import version_text
 from django_pgboss.worker.backoff import when_reachable
 from django_pgboss.worker.launch import LaunchError, build_worker
-from django_pgboss.worker.runner import EXIT_ABANDONED_THREADS, Worker
+from django_pgboss.worker.runner import EXIT_ABANDONED_THREADS, MAX_GRACE_SECONDS, Worker
 
 
 class Command(BaseCommand):
@@ -85,8 +85,9 @@ class Command(BaseCommand):
             raise CommandError(
                 f"--max-abandoned-threads must be >= 0, not {options['max_abandoned_threads']}"
             )
-        if options["grace_seconds"] < 0:
-            raise CommandError(f"--grace-seconds must be >= 0, not {options['grace_seconds']}")
+        grace = options["grace_seconds"]
+        if not 0 <= grace <= MAX_GRACE_SECONDS:  # NaN too
+            raise CommandError(f"--grace-seconds must be from 0 to {MAX_GRACE_SECONDS}, not {grace}")
         metrics_port.check(options)
         configure_logging(options["verbosity"])
         # Installed before the worker exists, so that a stop while waiting for the database (a
