@@ -233,3 +233,31 @@ def test_job_attempt_property(queue):
     (job,) = claimed(queue)
     assert job.attempt == {"id": job.id, "retry_count": 0}
     assert boss.complete(queue, job.attempt) == 1
+
+
+def test_complete_each_with_two_attempts_of_one_job_in_a_batch_completes_only_the_active_one(queue):
+    # The settler can hold a late result of an attempt failed at its deadline beside the next
+    # attempt's result for the same job: each result is matched to its own attempt, not to its id.
+    from django_pgboss.api.jobs import JobStore
+
+    (stale,) = claimed(queue)
+    current = lapse_and_reclaim(queue, stale)
+    store = JobStore(boss.context)
+    for batch in (
+        [(stale, {"from": "stale"}), (current, {"from": "current"})],
+        [(current, {"from": "current"}), (stale, {"from": "stale"})],
+    ):
+        rows("UPDATE {s}.job SET state = 'active', output = NULL WHERE id = %s", [current.id])
+        assert store.complete_each(queue, batch) == [current.id]
+        assert job_row(current.id, "state", "output") == ("completed", {"from": "current"})
+
+
+def test_complete_each_stores_none_as_null_and_takes_any_spelling_of_an_id(queue):
+    from django_pgboss.api.jobs import JobStore
+
+    first, second = claimed(queue, 2)
+    spelled = {"id": second.id.upper().replace("-", ""), "retry_count": second.retry_count}
+    done = JobStore(boss.context).complete_each(queue, [(first, None), (spelled, {"n": 2})])
+    assert sorted(done) == sorted([first.id, second.id])
+    assert rows("SELECT output IS NULL FROM {s}.job WHERE id = %s", [first.id]) == [(True,)]
+    assert job_row(second.id, "state", "output") == ("completed", {"n": 2})

@@ -246,13 +246,14 @@ class JobStore:
                 )
             encoded = output if isinstance(output, EncodedOutput) else to_json(output_value(output), "output")
             ids.append(job_id)
-            # Spliced as text: the outputs are JSON already, and the id is a canonical uuid.
-            records.append(f'{{"id":"{job_id}","retry_count":{retry_count},"output":{encoded or "null"}}}')
+            # Spliced as text: the outputs are JSON already, and the id is a canonical uuid, as
+            # PostgreSQL spells it (the statement looks each row's own 'id:retry_count' up).
+            records.append(f'"{job_id}:{retry_count}":{encoded or "null"}')
         context = self.context
         with context.cursor() as cursor:
             cursor.execute(
                 settle_plans.complete_jobs_with_outputs(context.quoted_schema, context.route(name).table),
-                {"records": "[" + ",".join(records) + "]", "name": name, "ids": ids},
+                {"records": "{" + ",".join(records) + "}", "name": name, "ids": ids},
             )
             return [str(row[0]) for row in cursor.fetchall()]
 
