@@ -235,6 +235,26 @@ def test_the_bound_is_set_for_the_transaction_only_and_a_tighter_one_the_connect
             cursor.execute("RESET statement_timeout")
 
 
+@pytest.mark.parametrize(
+    ("session", "expected"),
+    [("90s", "90s"), ("1500ms", "1500ms"), ("1h", "200s"), ("2d", "200s"), ("0", "200s")],
+)
+def test_the_bound_reads_the_connections_own_timeout_in_any_unit(session, expected):
+    # The statement reads the connection's value as PostgreSQL shows it, in its unit.
+    store = JobStore(boss.context)
+    with connection.cursor() as cursor:
+        cursor.execute("SET statement_timeout = %s", [session])
+    try:
+        with transaction.atomic():
+            applied = store.bound_transaction(200)
+        if "transaction_timeout" not in applied:  # before PostgreSQL 17
+            assert applied["statement_timeout"] == expected
+            assert applied["idle_in_transaction_session_timeout"] == "200s"
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET statement_timeout")
+
+
 # -- bad input ---------------------------------------------------------------------------------------
 
 
