@@ -326,3 +326,23 @@ def test_a_sigterm_lets_a_running_transactional_job_commit(tmp_path):
     assert worker.returncode == 0, stderr
     assert groups() == [f"{job_id}-0"]
     assert job_row(job_id, "state") == ("completed",)
+
+
+@pytest.mark.parametrize(("max_age", "warned"), [(0, True), (60, False)])
+def test_a_transactional_worker_says_when_each_job_would_open_a_connection(
+    monkeypatch, caplog, max_age, warned
+):
+    from django.db import connections
+
+    from django_pgboss.worker import Worker
+
+    boss.create_queue("txn")
+    monkeypatch.setitem(connections["default"].settings_dict, "CONN_MAX_AGE", max_age)
+    caplog.set_level("WARNING", logger="django_pgboss.worker")
+    Worker([Registration("txn", lambda job: None, transactional=True)], burst=True).run()
+    found = [
+        r.getMessage() for r in caplog.records if "each job opens a new database connection" in r.getMessage()
+    ]
+    assert bool(found) is warned
+    if warned:
+        assert "transactional queue(s) txn" in found[0]
