@@ -253,3 +253,15 @@ def test_the_outcome_counters_and_the_delay_hang_off_the_job_signals(metrics):
     metrics.disconnect()
     signals.send(signals.job_completed, Worker, worker=None, queue="mail", job=job, output=None)
     assert value(exposed(metrics), "pgboss_worker_jobs_total", queue="mail", outcome="completed") == 1
+
+
+def test_the_per_queue_series_are_looked_up_once_and_count_as_the_metric_does():
+    # The worker's calls update the same children labels() hands out, each queue its own.
+    metrics = WorkerMetrics(CollectorRegistry(auto_describe=False))
+    for queue in ("a", "a", "b"):
+        metrics.handler_started(queue)
+    metrics.handler_finished("a", 0.5)
+    assert metrics.running.labels("a")._value.get() == 1
+    assert metrics.running.labels("b")._value.get() == 1
+    assert metrics._running.labels("a") is metrics.running.labels("a")
+    assert exposed(metrics)[("pgboss_worker_handler_duration_seconds_count", (("queue", "a"),))] == 1
