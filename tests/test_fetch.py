@@ -246,3 +246,28 @@ def test_eight_connections_claim_ten_thousand_jobs_exactly_once():
     assert sum(1 for ids in claimed if ids) >= 2
     assert rows("SELECT state, count(*) FROM {s}.job GROUP BY state") == [("active", 10_000)]
     connection.close()
+
+
+@pytest.mark.parametrize("include_metadata", [False, True])
+def test_fetched_jobs_are_the_jobs_the_dataclass_builds_from_the_same_rows(queue, include_metadata):
+    # A fetch sets Job's slots directly (records.jobs_from_cursor); the Jobs must be those that
+    # Job(**fields) gives for the same rows, each with its own unset signal.
+    from django_pgboss.records import _job, job_fields, jobs_from_cursor
+    from tests.helpers import schema_sql
+
+    boss.insert(queue, [{"data": {"n": 1}, "singleton_key": "k"}, {"data": [2]}])
+    fetched = boss.fetch(queue, batch_size=2, include_metadata=include_metadata)
+    assert len(fetched) == 2 and fetched[0].signal is not fetched[1].signal
+    assert not any(job.signal.is_set() for job in fetched)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM {schema_sql()}.job WHERE name = %s ORDER BY created_on, id", [queue])
+        columns = [column[0] for column in cursor.description]
+        records = cursor.fetchall()
+        cursor.execute(f"SELECT * FROM {schema_sql()}.job WHERE name = %s ORDER BY created_on, id", [queue])
+        built = jobs_from_cursor(cursor)
+    expected = [_job(row, job_fields(columns)) for row in records]
+    assert built == expected
+    assert {job.id for job in fetched} == {job.id for job in built}
+    assert all(isinstance(job.id, str) and job.data in ({"n": 1}, [2]) for job in built)
+    if include_metadata:
+        assert fetched == built

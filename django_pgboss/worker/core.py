@@ -92,6 +92,10 @@ class QueueState:
         self.notify = notify
         self.capacity = queue_capacity(registration)
         self.free = self.capacity
+        # A fetch costs a round trip whatever its size, so with jobs still running the fetch loop
+        # waits (briefly) for this many free slots, half of them, rather than claiming one job
+        # per finished handler (worker/fetching.py).
+        self.low_water = max(1, min(self.capacity, registration.batch_size) // 2)
         self.in_flight: dict[str, Job] = {}
         self.last_touch: dict[str, float] = {}
         # When each in-flight job must be done by (its claim plus expire_in_seconds, monotonic).
@@ -194,6 +198,8 @@ class WorkerCore:
     _lock: threading.Condition
     _stopping: threading.Event
     _aborting: threading.Event
+    # Wakes the deadline thread (worker/deadlines.py) before its next tick: a stop, an abort.
+    _deadline_wake: threading.Event
     _settle_queue: queue_module.SimpleQueue[SettleItem]
     _threads: list[threading.Thread]
     # Each handler thread with its queue, and the unit each one is running, so that the jobs of a

@@ -42,12 +42,9 @@ class FetchLoops(WorkerCore):
         state = self._queues[name]
         registration = state.registration
         failures = 0
-        # A fetch costs a round trip whatever its size, so with jobs still running the loop waits
-        # (briefly) for half the slots to free up rather than claiming one job per finished handler.
-        low_water = max(1, min(state.capacity, registration.batch_size) // 2)
         while not self._stopping.is_set():
             with self._lock:
-                self._wait_for_low_water(state, low_water)
+                self._wait_for_low_water(state, state.low_water)
                 slots = state.free
                 if self.max_jobs is not None:
                     slots = min(slots, self.max_jobs - self._claimed_total)

@@ -222,7 +222,11 @@ class HandlerThreads(WorkerCore):
             state.unsettled += len(settles)
             for settle in settles:
                 self._settle_queue.put(settle)
-            self._lock.notify_all()
+            # What waits on the condition for a unit to end: the fetch loop, for its low water
+            # mark of free slots (fetching.py), and a stop, for the last job in flight. Waking
+            # them for every other unit only has them look and wait again, once per job.
+            if state.free >= state.low_water or not state.in_flight or self._stopping.is_set():
+                self._lock.notify_all()
         if late:
             logger.warning(
                 "job(s) %s of %s: the handler ended after the deadline its jobs were failed at; "

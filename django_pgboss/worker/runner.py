@@ -109,6 +109,7 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
         self._lock = threading.Condition()
         self._stopping = threading.Event()
         self._aborting = threading.Event()
+        self._deadline_wake = threading.Event()
         self._settler = Settler(
             self.jobs,
             self.stats,
@@ -213,6 +214,7 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
         """Stop fetching. Running handlers get the grace period unless ``graceful`` is False."""
         if not graceful:
             self._aborting.set()
+            self._deadline_wake.set()
         self._stopping.set()
         self._wake_all()
 

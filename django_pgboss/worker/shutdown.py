@@ -23,6 +23,7 @@ class Shutdown(AsyncHandlers):
     def _shutdown(self) -> None:
         self._stopping.set()
         self._wake_all()
+        self._deadline_wake.set()
         # Claimed jobs whose handler has not started go back now, so that another worker (the
         # one a rolling deploy just started) can take them while this one finishes its own.
         self._put_back_unstarted()
@@ -37,6 +38,8 @@ class Shutdown(AsyncHandlers):
         with self._lock:
             # They are put back below; nothing of this worker holds them any more (no heartbeat).
             leftovers = {name: state.release_all() for name, state in self._queues.items()}
+        # Nothing is in flight now: the deadline thread may end without waiting out its tick.
+        self._deadline_wake.set()
         for name, jobs in leftovers.items():
             self._cancel(name, jobs, SHUTDOWN, "the worker stopped and its grace period ended")
             if jobs:
