@@ -49,6 +49,9 @@ DEFAULTS: dict[str, Any] = {
     # flowIntervalSeconds, at least 1): a flow's children are unblocked within about this long of
     # their last parent completing.
     "FLOW_INTERVAL_SECONDS": 5,
+    # How often the monitor's bam pass may run, across every monitor and pg-boss instance (pg-boss's
+    # bamIntervalSeconds, at least 10): it builds the indexes pg-boss's migrations queued in bam.
+    "BAM_INTERVAL_SECONDS": 60,
     # Defer the stats aggregate after one long enough to hold back autovacuum; and warn when the job
     # tables' dead rows are not being reclaimed (xmin_horizon, autovacuum_disabled).
     "MONITOR_VACUUM": True,

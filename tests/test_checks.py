@@ -128,6 +128,7 @@ def test_postgres_version_check_is_a_database_check():
         ("CRON_INTERVAL_SECONDS", 46, "must be an integer from 1 to 45"),
         ("CRON_INTERVAL_SECONDS", 0, "must be an integer from 1 to 45"),
         ("FLOW_INTERVAL_SECONDS", 0, "must be an integer from 1 to 86400"),
+        ("BAM_INTERVAL_SECONDS", 9, "must be an integer from 10 to 86400"),
         ("QUEUE_STATS_RETENTION_DAYS", 400, "must be an integer from 1 to 365"),
         ("WARNING_QUEUE_SIZE", "big", "must be an integer at least 1"),
         ("PERSIST_WARNINGS", "yes", "must be True or False"),

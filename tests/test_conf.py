@@ -21,6 +21,7 @@ def test_defaults_apply_for_missing_keys():
         "MAINTENANCE_INTERVAL_SECONDS": 86400,
         "CRON_INTERVAL_SECONDS": 30,
         "FLOW_INTERVAL_SECONDS": 5,
+        "BAM_INTERVAL_SECONDS": 60,
         "PERSIST_QUEUE_STATS": True,
         "QUEUE_STATS_RETENTION_DAYS": 7,
         "WARNING_QUEUE_SIZE": 10_000,

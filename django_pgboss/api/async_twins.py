@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import uuid
     from collections.abc import Iterable, Mapping, Sequence
 
+    from django_pgboss.api.bam import BamEntry, BamStatus
     from django_pgboss.api.deadletters import RedrivePreview, RedriveResult
     from django_pgboss.api.flows import FlowGraph, FlowJob, RelatedJob
     from django_pgboss.api.schedules import Schedule
@@ -166,6 +167,14 @@ class AsyncTwins:
             min_size_ratio=min_size_ratio,
             max_index_bytes=max_index_bytes,
         )
+
+    async def aget_bam_status(self) -> list[BamStatus]:
+        """Async :meth:`Boss.get_bam_status`: The background index builds pg-boss's migrations queued (pg-boss's getBamStatus()): one BamStatus per status present (pending, in_progress, completed, failed) with its count and its newest command's created_on. The monitor's bam pass builds them (docs/operations.md)."""
+        return await _twin(self, "get_bam_status")()
+
+    async def aget_bam_entries(self) -> list[BamEntry]:
+        """Async :meth:`Boss.get_bam_entries`: Every queued background index build, by migration version and then as queued (pg-boss's getBamEntries()), with its statement, status, last error and times."""
+        return await _twin(self, "get_bam_entries")()
 
     async def aget_queue_stats(
         self,

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django_pgboss.api.async_twins import AsyncTwins
+from django_pgboss.api.bam import BamEntry, BamStatus, bam_entries, bam_status
 from django_pgboss.api.deadletters import DeadLetters, RedrivePreview, RedriveResult
 from django_pgboss.api.editing import PURGE_BATCH_SIZE, JobEditor
 from django_pgboss.api.event_loop import public_methods, refuse_in_event_loop
@@ -266,6 +267,17 @@ class Boss(AsyncTwins):
             min_size_ratio=min_size_ratio,
             max_index_bytes=max_index_bytes,
         )
+
+    def get_bam_status(self) -> list[BamStatus]:
+        """The background index builds pg-boss's migrations queued (pg-boss's getBamStatus()): one
+        BamStatus per status present (pending, in_progress, completed, failed) with its count and
+        its newest command's created_on. The monitor's bam pass builds them (docs/operations.md)."""
+        return bam_status(self._context)
+
+    def get_bam_entries(self) -> list[BamEntry]:
+        """Every queued background index build, by migration version and then as queued (pg-boss's
+        getBamEntries()), with its statement, status, last error and times."""
+        return bam_entries(self._context)
 
     def get_queue_stats(
         self,

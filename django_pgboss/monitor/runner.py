@@ -17,6 +17,7 @@ from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import QueueNotFound
+from django_pgboss.monitor.bam import BamReport, BamRunner
 from django_pgboss.monitor.flows import FlowReport, FlowResolver
 from django_pgboss.monitor.health import Health
 from django_pgboss.monitor.loop import run_periodically
@@ -35,7 +36,8 @@ MIN_INTERVAL_SECONDS = 1.0
 class Monitor:
     """Runs the monitor's pass every ``interval_seconds`` (default
     PGBOSS["MONITOR_INTERVAL_SECONDS"]) over ``queues`` (default every queue), and, unless
-    ``cron`` is False, the timekeeper every PGBOSS["CRON_INTERVAL_SECONDS"], on one database context.
+    ``cron`` is False, the timekeeper every PGBOSS["CRON_INTERVAL_SECONDS"], on one database context;
+    also the flow pass and the bam pass (the index builds pg-boss's migrations queued) on theirs.
 
     ``on_pass`` and ``on_cron`` get each pass's PassReport and CronReport (the command prints
     them). Raises InvalidOption for an interval under a second, and QueueNotFound from
@@ -72,10 +74,18 @@ class Monitor:
         )
         self.flows = FlowResolver(self.context, self.queues, flow_interval)
         self.on_flow = on_flow
+        self._stop = threading.Event()
+        bam_interval = float(
+            arguments.number(
+                "BAM_INTERVAL_SECONDS", pgboss_settings.BAM_INTERVAL_SECONDS, minimum=10, unit="second"
+            )
+        )
+        self.bam = BamRunner(
+            self.context, bam_interval, sender=type(self), instance=self, stopping=self._stop.is_set
+        )
         self.health = Health(self.context, sender=type(self))
         self.on_pass = on_pass
         self.on_cron = on_cron
-        self._stop = threading.Event()
 
     def check_queues(self) -> None:
         """Raise QueueNotFound naming every queue of ``queues`` that does not exist."""
@@ -119,11 +129,17 @@ class Monitor:
             self.on_flow(report)
         return report
 
+    def build_indexes(self, *, gated: bool = True) -> BamReport:
+        """One bam pass now (see monitor/bam.py): build the indexes pg-boss's migrations queued."""
+        return self.bam.run_pass(gated=gated)
+
     def run_once(self) -> tuple[PassReport, CronReport | None]:
-        """One monitor pass, one flow pass (without the flow cadence gate: it was asked for now)
-        and one timekeeper pass; what ``pgboss_monitor --once`` does."""
+        """One monitor pass, one flow pass (without the flow cadence gate: it was asked for now),
+        one bam pass (gated: a build may take long, and other instances may be on it) and one
+        timekeeper pass; what ``pgboss_monitor --once`` does."""
         report = self.supervise()
         self.resolve_flows(gated=False)
+        self.build_indexes()
         return report, self.tick_cron()
 
     def run(self) -> None:
@@ -136,6 +152,7 @@ class Monitor:
         passes: list[tuple[Callable[[], object], float]] = [
             (self.supervise, self.interval_seconds),
             (self.resolve_flows, self.flows.interval_seconds),
+            (self.build_indexes, self.bam.interval_seconds),
         ]
         if self.timekeeper is not None:
             passes.append((self.tick_cron, self.timekeeper.interval_seconds))

@@ -26,6 +26,12 @@
 //   node pgboss.mjs timekeep <connection string> <schema> <queue> <seconds>
 //       starts pg-boss's own timekeeper (schedule: true) and waits up to <seconds> for a job in
 //       <queue>; prints the queue's jobs.
+//   node pgboss.mjs migrate <connection string> <schema>
+//       pg-boss migrates an older schema of its own to 43 (boss.start() with migrate). Its bam runner
+//       builds nothing: it polls at once, but every 24 hours at most, and the test stamps
+//       version.bam_on first, so the index builds the migration queued are left pending.
+//   node pgboss.mjs bam <connection string> <schema>
+//       prints boss.getBamStatus() and boss.getBamEntries().
 //
 // <schema> is spelled as a pg-boss user configures it: bare, or in double quotes when the name
 // needs them. pg-boss is resolved from PGBOSS_NODE_DIR, where scripts/test.sh installs it.
@@ -42,7 +48,8 @@ const boss = new PgBoss({
   supervise: false,
   schedule: command === 'timekeep',
   cronWorkerIntervalSeconds: 1,
-  migrate: command === 'install',
+  migrate: command === 'install' || command === 'migrate',
+  ...(command === 'migrate' ? { bamIntervalSeconds: 86400 } : {}),
   createSchema: command === 'install'
 })
 boss.on('error', (err) => { console.error(err); process.exitCode = 1 })
@@ -89,7 +96,10 @@ try {
       jobs = await boss.findJobs(args[0])
     }
     result.jobs = jobs
-  } else if (command !== 'install') {
+  } else if (command === 'bam') {
+    result.status = await boss.getBamStatus()
+    result.entries = await boss.getBamEntries()
+  } else if (command !== 'install' && command !== 'migrate') {
     throw new Error(`unknown command ${command}`)
   }
   console.log(JSON.stringify(result))
