@@ -38,10 +38,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
 from django.core.management import call_command
-from django.db import connections
 from psycopg.types.json import Jsonb
 
-from bench.common import alternate, fresh_queues, raw_connection, server_facts, source_revision
+from bench.common import (
+    alternate,
+    connection_arguments,
+    fresh_queues,
+    raw_connection,
+    server_facts,
+    source_revision,
+)
 from bench.enqueue import QUEUE, SINGLE_SQL
 from django_pgboss.api.boss import Boss
 from django_pgboss.arguments import job_payload
@@ -54,15 +60,7 @@ CONCURRENCY = 8
 
 
 async def async_connection() -> psycopg.AsyncConnection:
-    s = connections["default"].settings_dict
-    return await psycopg.AsyncConnection.connect(
-        host=s["HOST"],
-        port=s["PORT"] or 5432,
-        user=s["USER"],
-        password=s["PASSWORD"] or None,
-        dbname=s["NAME"],
-        autocommit=True,
-    )
+    return await psycopg.AsyncConnection.connect(**connection_arguments())
 
 
 def boss_send(jobs: int) -> None:

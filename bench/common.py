@@ -49,15 +49,20 @@ def raw_connection() -> psycopg.Connection:
     Django's choices along (client-side binding, prepared statements off): the ceiling is what
     plain psycopg does out of the box, server-side binding with automatic prepared statements.
     """
+    return psycopg.connect(**connection_arguments())
+
+
+def connection_arguments() -> dict[str, object]:
+    """psycopg's keyword arguments for the database Django uses, in autocommit (see raw_connection())."""
     s = connections["default"].settings_dict
-    return psycopg.connect(
-        host=s["HOST"],
-        port=s["PORT"] or 5432,
-        user=s["USER"],
-        password=s["PASSWORD"] or None,
-        dbname=s["NAME"],
-        autocommit=True,
-    )
+    return {
+        "host": s["HOST"],
+        "port": s["PORT"] or 5432,
+        "user": s["USER"],
+        "password": s["PASSWORD"] or None,
+        "dbname": s["NAME"],
+        "autocommit": True,
+    }
 
 
 def fresh_queues(boss: Boss, *names: str, create: Sequence[str] | None = None) -> None:

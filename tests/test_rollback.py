@@ -31,7 +31,7 @@ from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.operations import ROLLBACK_STEPS, SQL_DIR, render_sql
 from django_pgboss.schema.catalog import read_catalog
 from tests.conftest import _node_dir, database_url, pgboss_schema_option
-from tests.test_upgrade import LEGACY_SCRIPT, legacy_dir
+from tests.test_upgrade import legacy
 
 pytestmark = [pytest.mark.node, pytest.mark.django_db(transaction=True)]
 
@@ -107,28 +107,6 @@ def pg_boss_rollback_sql(schema: str) -> dict[int, str]:
     )
     assert completed.returncode == 0, completed.stderr
     return {int(version): sql for version, sql in json.loads(completed.stdout).items()}
-
-
-def legacy(release: str, schema: str, queues: list, jobs: list, work: str | None = None) -> dict:
-    """Run pg-boss ``release`` on ``schema`` (tests/node/legacy.mjs)."""
-    completed = subprocess.run(
-        [
-            "node",
-            str(LEGACY_SCRIPT),
-            legacy_dir(release),
-            database_url(),
-            pgboss_schema_option(schema),
-            json.dumps(queues),
-            json.dumps(jobs),
-            *([work] if work else []),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
-    return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
 def rollback(*args: str) -> str:

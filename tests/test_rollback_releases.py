@@ -17,8 +17,8 @@ from django.db.migrations.recorder import MigrationRecorder
 from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_identifier
-from tests.test_rollback import jobs, legacy, rollback, version_of
-from tests.test_upgrade import RELEASES, schema_for
+from tests.test_rollback import jobs, rollback, version_of
+from tests.test_upgrade import RELEASES, legacy, schema_for
 
 pytestmark = [pytest.mark.node, pytest.mark.django_db(transaction=True)]
 

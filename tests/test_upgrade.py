@@ -80,17 +80,19 @@ def queues_and_jobs(release: str) -> tuple[list, list]:
     )
 
 
-def run_legacy(release: str) -> dict:
-    queues, jobs = queues_and_jobs(release)
+def legacy(release: str, schema: str, queues: list, jobs: list, work: str | None = None) -> dict:
+    """Run pg-boss ``release`` on ``schema`` (tests/node/legacy.mjs): it installs or migrates the
+    schema, creates ``queues`` and sends ``jobs``, then does ``work`` if named; returns its report."""
     completed = subprocess.run(
         [
             "node",
             str(LEGACY_SCRIPT),
             legacy_dir(release),
             database_url(),
-            pgboss_schema_option(pgboss_settings.SCHEMA),
+            pgboss_schema_option(schema),
             json.dumps(queues),
             json.dumps(jobs),
+            *([work] if work else []),
         ],
         capture_output=True,
         text=True,
@@ -99,6 +101,12 @@ def run_legacy(release: str) -> dict:
     )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def run_legacy(release: str) -> dict:
+    """pg-boss ``release`` installed on our schema with this module's queues and jobs."""
+    queues, jobs = queues_and_jobs(release)
+    return legacy(release, pgboss_settings.SCHEMA, queues, jobs)
 
 
 def jobs_by_id() -> dict[str, tuple]:
