@@ -57,6 +57,17 @@ class AttemptBackend(Protocol):
 
     def _in_transaction(self) -> bool: ...
 
+    def _task_result(
+        self,
+        job: Job,
+        task: Task,
+        status: TaskResultStatus,
+        *,
+        finished_at: Any,
+        errors: list[dict[str, str]],
+        worker_ids: list[str],
+    ) -> TaskResult: ...
+
 
 @dataclass
 class Attempt:
@@ -95,19 +106,8 @@ class Attempt:
             # Recorded before the task runs, so a running attempt reads as this worker's, and kept
             # whatever ends the attempt (see plans/tasks.py's record_attempt).
             backend._record_attempt(job, worker_ids, errors, ended=False)
-        result: TaskResult[Any, Any] = TaskResult(
-            task=task,
-            id=job.id,
-            status=TaskResultStatus.RUNNING,
-            enqueued_at=job.created_on,
-            started_at=job.started_on,
-            finished_at=None,
-            last_attempted_at=job.started_on,
-            args=job.data["args"],
-            kwargs=job.data["kwargs"],
-            backend=backend.alias,
-            errors=[TaskError(**error) for error in errors],
-            worker_ids=worker_ids,
+        result = backend._task_result(
+            job, task, TaskResultStatus.RUNNING, finished_at=None, errors=errors, worker_ids=worker_ids
         )
         task_started.send(type(backend), task_result=result)
         return cls(backend, job, task, result, worker_ids, errors, deferred)

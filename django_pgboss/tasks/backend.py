@@ -316,23 +316,43 @@ class PgBossBackend(BaseTaskBackend):
         finished = (
             job.completed_on if status in (TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED) else None
         )
-        result: TaskResult[Any, Any] = TaskResult(
-            task=self._task_of(job),
-            id=job.id,
-            status=status,
-            enqueued_at=job.created_on,
-            started_at=job.started_on,
+        result = self._task_result(
+            job,
+            self._task_of(job),
+            status,
             finished_at=finished,
-            last_attempted_at=job.started_on,
-            args=job.data["args"],
-            kwargs=job.data["kwargs"],
-            backend=self.alias,
-            errors=[TaskError(**error) for error in history.errors],
+            errors=history.errors,
             worker_ids=padded(history.worker_ids, attempts),
         )
         if status == TaskResultStatus.SUCCESSFUL:
             object.__setattr__(result, "_return_value", return_value(job.output))
         return result
+
+    def _task_result(
+        self,
+        job: Job,
+        task: Task,
+        status: TaskResultStatus,
+        *,
+        finished_at: Any,
+        errors: list[dict[str, str]],
+        worker_ids: list[str],
+    ) -> TaskResult[Any, Any]:
+        """The TaskResult a task's job reads as: stored (get_result) or running (a worker's)."""
+        return TaskResult(
+            task=task,
+            id=job.id,
+            status=status,
+            enqueued_at=job.created_on,
+            started_at=job.started_on,
+            finished_at=finished_at,
+            last_attempted_at=job.started_on,
+            args=job.data["args"],
+            kwargs=job.data["kwargs"],
+            backend=self.alias,
+            errors=[TaskError(**error) for error in errors],
+            worker_ids=worker_ids,
+        )
 
     def _task_of(self, job: Job) -> Task:
         """The task a job runs, with the priority, queue and run_after it was enqueued with."""
