@@ -1,0 +1,180 @@
+"""Where a send's client time goes: Boss.send() and Boss.asend() against the ceiling's async loop, with
+the client's CPU per send beside the wall time, and the layers between them.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:55462/pgboss_bench \\
+        .venvs/py3.11-Django__5.2/bin/python bench/send_client.py [--sends 2000] [--rounds 5] [--profile]
+
+Each variant sends --sends jobs one at a time, each its own commit, alternating within each round
+(order rotated), from an empty, checkpointed table; per send, medians over the rounds of the wall
+time and of this process's CPU time (time.process_time(): user + system, so the socket calls and
+the wait count, and a descheduled process accrues nothing):
+
+  ceiling, async psycopg       bench/peers.py's ceiling_send(): AsyncConnection, INSERT ... VALUES
+  ceiling, sync psycopg        the same statement on a sync psycopg connection
+  boss.send                    what bench/peers.py times for django_pgboss
+  await boss.asend             the async twin, awaited in turn (sync_to_async, thread_sensitive)
+  statement_cursor + Boss SQL  Boss's cursor and statement without Boss's Python
+  psycopg cursor + Boss SQL    the psycopg cursor under it, on Django's connection, bare
+
+With --profile, cProfile's top functions (own time) of boss.send over one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import pstats
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psycopg
+from django.core.management import call_command
+from django.db import connections
+from psycopg.types.json import Jsonb
+
+from bench.common import TABLE, load_average, raw_connection, source_revision
+from bench.peers import CEILING_DDL, CEILING_SEND, conninfo
+from django_pgboss.api.boss import Boss
+from django_pgboss.db.context import DatabaseContext
+from django_pgboss.db.cursors import statement_cursor
+from django_pgboss.plans import jobs as job_plans
+
+QUEUE = "bench_send_client"
+
+
+def boss_sql() -> str:
+    return job_plans.insert_job(
+        DatabaseContext().quoted_schema, "job_common", on_conflict=False, options=False
+    )
+
+
+def boss_params(i: int) -> dict[str, Any]:
+    return {"name": QUEUE, "id": str(uuid.uuid4()), "data": f'{{"i":{i}}}', "options": None}
+
+
+def variants() -> dict[str, Callable[[int], None]]:
+    sql = boss_sql()
+
+    def ceiling_async(n: int) -> None:
+        async def run() -> None:
+            async with await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) as conn:
+                cur = conn.cursor()
+                for i in range(n):
+                    await cur.execute(CEILING_SEND, (QUEUE, Jsonb({"i": i})), prepare=True)
+
+        asyncio.run(run())
+
+    def ceiling_sync(n: int) -> None:
+        with psycopg.connect(conninfo(), autocommit=True) as conn:
+            cur = conn.cursor()
+            for i in range(n):
+                cur.execute(CEILING_SEND, (QUEUE, Jsonb({"i": i})), prepare=True)
+
+    def boss_send(n: int) -> None:
+        boss = Boss()
+        for i in range(n):
+            boss.send(QUEUE, {"i": i})
+
+    def boss_asend(n: int) -> None:
+        async def run() -> None:
+            boss = Boss()
+            for i in range(n):
+                await boss.asend(QUEUE, {"i": i})
+
+        asyncio.run(run())
+
+    def boss_cursor(n: int) -> None:
+        for i in range(n):
+            with statement_cursor("default") as cursor:
+                cursor.execute(sql, boss_params(i))
+
+    def psycopg_cursor(n: int) -> None:
+        raw = connections["default"].connection
+        if raw.prepare_threshold is None:
+            raw.prepare_threshold = 1
+        cursor = psycopg.Cursor(raw)
+        for i in range(n):
+            cursor.execute(sql, boss_params(i), prepare=True)
+
+    return {
+        "ceiling, async psycopg": ceiling_async,
+        "ceiling, sync psycopg": ceiling_sync,
+        "boss.send": boss_send,
+        "await boss.asend": boss_asend,
+        "statement_cursor + Boss SQL": boss_cursor,
+        "psycopg cursor + Boss SQL": psycopg_cursor,
+    }
+
+
+def reset(admin: psycopg.Connection) -> None:
+    admin.execute(f"TRUNCATE {TABLE}, ceiling.job")
+    admin.execute("CHECKPOINT")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sends", type=int, default=2000, help="sends a run (default 2000)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds (default 5)")
+    parser.add_argument("--profile", action="store_true", help="cProfile of boss.send, top functions")
+    args = parser.parse_args()
+
+    call_command("migrate", verbosity=0)
+    boss = Boss()
+    if boss.get_queue(QUEUE) is not None:
+        boss.delete_queue(QUEUE)
+    boss.create_queue(QUEUE)
+    admin = raw_connection()
+    admin.execute(CEILING_DDL)
+    cases = variants()
+    for run in cases.values():
+        run(2)  # connections open, statements prepared, routes cached
+    wall: dict[str, list[float]] = {label: [] for label in cases}
+    cpu: dict[str, list[float]] = {label: [] for label in cases}
+    labels = list(cases)
+    started_load = load_average()
+    for index in range(args.rounds):
+        shift = index % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            reset(admin)
+            before_cpu, before = time.process_time(), time.perf_counter()
+            cases[label](args.sends)
+            wall[label].append((time.perf_counter() - before) / args.sends * 1e6)
+            cpu[label].append((time.process_time() - before_cpu) / args.sends * 1e6)
+        print(f"  round {index + 1}/{args.rounds} done (load {load_average()})", file=sys.stderr, flush=True)
+    print(
+        f"django_pgboss at {source_revision()}; load average {started_load} at the start, {load_average()} at the end"
+    )
+    print(
+        f"{args.rounds} rounds of {args.sends} sends a variant; medians per send (each round's in brackets)"
+    )
+    print()
+    print("| variant | wall us | client CPU us |")
+    print("|---|--:|--:|")
+    for label in cases:
+        rounds = ", ".join(f"{value:.0f}" for value in cpu[label])
+        print(
+            f"| {label} | {statistics.median(wall[label]):,.0f} | {statistics.median(cpu[label]):,.0f} ({rounds}) |"
+        )
+    if args.profile:
+        reset(admin)
+        profiler = cProfile.Profile()
+        profiler.runcall(cases["boss.send"], args.sends)
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
+        print()
+        print(out.getvalue())
+    reset(admin)
+    boss.delete_queue(QUEUE)
+
+
+if __name__ == "__main__":
+    main()
