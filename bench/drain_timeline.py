@@ -18,7 +18,9 @@ nothing at all (server and Python idle at once); the probe's lateness; and an AS
 window of the drain (--picture-ms from --picture-at of the drain). ``--switch-interval`` sets
 sys.setswitchinterval() for the run (the experiment's worker, which set its own, took it as its
 switch_interval_seconds), ``--no-probe`` leaves the probe out. ``build`` is the part of each fetch
-spent turning its rows into Jobs (records.jobs_from_cursor), after the reply is in.
+spent turning its rows into Jobs (records.jobs_from_cursor), after the reply is in; and the fetch
+connection's server process is read from /proc/<pid>/schedstat around each fetch (the cluster
+runs on this machine): how long it ran, and how long it waited for a CPU, during the fetch.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:55464/pgboss_bench \\
         .venvs/py3.11-Django__5.2/bin/python bench/drain_timeline.py --jobs 2000
@@ -43,6 +45,7 @@ import django  # noqa: E402
 django.setup()
 
 from django.core.management import call_command  # noqa: E402
+from django.db import connections  # noqa: E402
 
 from bench.common import TABLE, fill, load_average, raw_connection, source_revision  # noqa: E402
 from bench.peersapp.jobs import QUEUE  # noqa: E402
@@ -54,6 +57,8 @@ from django_pgboss.worker.runner import Worker  # noqa: E402
 
 #: (kind, start, end, jobs): kind is "fetch", "complete", "unit" or "probe".
 EVENTS: list[tuple[str, float, float, int]] = []
+#: Each fetch's server process: (ns on a CPU, ns waiting for one) during the fetch.
+BACKEND: list[tuple[int, int]] = []
 #: What the handlers saw: the switch interval the worker ran with.
 SEEN: dict[str, float] = {}
 
@@ -72,9 +77,13 @@ def instrument() -> None:
     jobs_module.jobs_from_cursor = timed_build
 
     def timed_fetch(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        before = backend_schedstat(self)
         started = time.perf_counter()
         jobs = fetch(self, *args, **kwargs)
         EVENTS.append(("fetch", started, time.perf_counter(), len(jobs)))
+        after = backend_schedstat(self)
+        if before is not None and after is not None:
+            BACKEND.append((after[0] - before[0], after[1] - before[1]))
         return jobs
 
     def timed_complete(self, name, results):  # type: ignore[no-untyped-def]
@@ -92,6 +101,20 @@ def instrument() -> None:
     JobStore.fetch = timed_fetch  # type: ignore[method-assign]
     JobStore.complete_each = timed_complete  # type: ignore[method-assign]
     HandlerThreads._run_handler = timed_unit  # type: ignore[method-assign]
+
+
+def backend_schedstat(store: JobStore) -> tuple[int, int] | None:
+    """The fetch connection's server process: nanoseconds on a CPU and waiting for one so far
+    (/proc/<pid>/schedstat; the cluster runs on this machine). None before the connection opens."""
+    connection = connections[store.context.using].connection
+    if connection is None:
+        return None
+    try:
+        with open(f"/proc/{connection.info.backend_pid}/schedstat") as stat:
+            running, waiting, _slices = stat.read().split()
+    except OSError:
+        return None
+    return int(running), int(waiting)
 
 
 def probe(stop: threading.Event, seconds: float) -> None:
@@ -214,6 +237,23 @@ def main() -> None:
             f"  {kind:9} {len(rows):5} calls, {statistics.mean(sizes):6.1f} jobs each; ms median "
             f"{statistics.median(durations):.3f}, p90 {durations[int(len(durations) * 0.9)]:.3f}, "
             f"max {durations[-1]:.3f}, total {sum(durations):.1f}"
+        )
+
+    if BACKEND:
+        running = sorted(r / 1e6 for r, _w in BACKEND)
+        waiting = sorted(w / 1e6 for _r, w in BACKEND)
+        print(
+            f"  fetch's server process, ms a fetch: on a CPU median {statistics.median(running):.3f} "
+            f"(total {sum(running):.1f}), waiting for a CPU median {statistics.median(waiting):.3f} "
+            f"(total {sum(waiting):.1f})"
+        )
+        quarter = max(len(BACKEND) // 4, 1)
+        print(
+            "  fetch's server process on a CPU, median ms a fetch in each quarter of the drain: "
+            + ", ".join(
+                f"{statistics.median(r / 1e6 for r, _w in BACKEND[i : i + quarter]):.3f}"
+                for i in range(0, quarter * 4, quarter)
+            )
         )
 
     statements = [(a, b) for k, a, b, _n in work if k in ("fetch", "complete")]
