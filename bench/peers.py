@@ -1,4 +1,4 @@
-"""Peers benchmark: django_pgboss and pg-boss 12.35.0 (Node) against a plain-psycopg ceiling, in one run.
+"""Peers benchmark: django_pgboss, pg-boss 12.35.0 (Node) and pgqueuer 1.6.0 against a plain-psycopg ceiling, in one run.
 
     PGBOSS_BENCH_PORT=55460 bash bench/cluster.sh start
     DATABASE_URL=postgres://postgres@127.0.0.1:55460/pgboss_bench \\
@@ -13,8 +13,8 @@ The four workloads of issue 21, each on --jobs jobs (20,000):
             a no-op handler; pg-boss: one Node process, work() with localConcurrency 4, batchSize 1
   drain-50  the same with --batch-size 50 (pg-boss: batchSize 50, the handler gets the array)
 
-Three systems run each workload, alternating within every round, the order rotated from one round
-to the next (round r starts with system r), so that a drift of this shared machine hits all three:
+Four systems run each workload, alternating within every round, the order rotated from one round
+to the next (round r starts with system r), so that a drift of this shared machine hits all four:
 
   ceiling        plain psycopg 3, async, on a minimal table of its own, `ceiling.job (id bigserial
                  PRIMARY KEY, q text, state text, data jsonb, created_on timestamptz)` with one
@@ -27,12 +27,19 @@ to the next (round r starts with system r), so that a drift of this shared machi
                  in a child process, as a user runs it.
   pg-boss        pg-boss 12.35.0 on the same cluster and the same schema (bench/node/peers.mjs):
                  its insert(), send() and work() with its fastest documented options (see below).
+  pgqueuer       pgqueuer 1.6.0 (bench/pgqueuer_peer.py, whose docstring says what runs and why
+                 those options are its fastest): its batch and single Queries.enqueue() on asyncpg,
+                 and its QueueManager draining in a child process; its schema is installed by its
+                 own installer into the schema `pgqueuer` at the start and uninstalled at the end.
+                 It is a bench-only dependency (pip install -e ".[peers]"); without it the other
+                 three run, and bench/peers.py says so.
 
 The figure per system is the median rate over the rounds, and beside it the median of its per-round
 ratio to the ceiling of the same round (the number to read on a shared machine). Enqueue times are
 taken in the process that enqueues, around the loop only (after its connection is open). A drain's
-time is read from the rows, the same way for both queues: from the first job's started_on to the
-last one's completed_on, so neither interpreter's start-up counts; the ceiling's table has no such
+time is read from the rows, the same way for every queue: from the first job's started_on to the
+last one's completed_on (pgqueuer: its log table's first `picked` row to its last `successful`
+one), so no interpreter's start-up counts; the ceiling's table has no such
 columns and is timed around its loop (which only makes it look slower). Before each drain the
 table is filled, vacuumed, analysed and checkpointed, so every run starts from the same state.
 
@@ -75,6 +82,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connections  # noqa: E402
 from psycopg.types.json import Jsonb  # noqa: E402
 
+from bench import pgqueuer_peer  # noqa: E402
 from bench.common import (  # noqa: E402
     TABLE,
     fill,
@@ -121,7 +129,10 @@ WORKLOADS = {
     "drain-1": ("drain, ONE process, concurrency 4, batch size 1, no-op", 0.60),
     "drain-50": ("drain, ONE process, concurrency 4, batch size 50, no-op", 0.50),
 }
-SYSTEMS = ("ceiling", "django_pgboss", "pg-boss")
+SYSTEMS = ("ceiling", "django_pgboss", "pg-boss", "pgqueuer")
+#: pgqueuer's driver per workload, the faster of the two asyncpg ones in each drain (bench/README.md,
+#: "pgqueuer's options"); --pgqueuer-driver gives every workload one.
+PGQUEUER_DRIVERS = {"insert": "asyncpg", "send": "asyncpg", "drain-1": "asyncpg", "drain-50": "asyncpg-pool"}
 #: --variant LABEL=VAR=VALUE[,VAR=VALUE]: more django_pgboss drains, one capability switched on.
 VARIANTS: dict[str, dict[str, str]] = {}
 
@@ -350,20 +361,25 @@ STARTUP_CPU: dict[str, float] = {}
 def startup_cpu(system: str, workload: str) -> float:
     """The client CPU of starting and stopping a child process with nothing to do (its imports,
     Django's set-up and checks, Node's pool), taken off each of its runs: it is no job's cost.
-    The ceiling, and django_pgboss's enqueues, run in this process: nothing to take off."""
-    if system == "ceiling" or (system == "django_pgboss" and workload in ("insert", "send")):
+    The ceiling, and django_pgboss's and pgqueuer's enqueues, run in this process: nothing to take off."""
+    if system == "ceiling" or (system in ("django_pgboss", "pgqueuer") and workload in ("insert", "send")):
         return 0.0
-    if system not in STARTUP_CPU:
+    key = f"{system} on {PGQUEUER_DRIVERS[workload]}" if system == "pgqueuer" else system
+    if key not in STARTUP_CPU:
         samples = []
         for _ in range(2):
             before = client_cpu()
             if system == "pg-boss":
                 node("insert", "0", str(PER_CALL))
+            elif system == "pgqueuer":
+                with raw_connection() as conn:
+                    pgqueuer_peer.truncate(conn)  # what the enqueues left, which it would drain
+                pgqueuer_peer.drain(database_url(), PGQUEUER_DRIVERS[workload], 1)  # exits at once
             else:
                 boss_drain(1, VARIANTS.get(system))  # an empty queue: --burst exits at once
             samples.append(client_cpu() - before)
-        STARTUP_CPU[system] = min(samples)
-    return STARTUP_CPU[system]
+        STARTUP_CPU[key] = min(samples)
+    return STARTUP_CPU[key]
 
 
 # -- one run of a workload by a system ------------------------------------------------------------
@@ -371,7 +387,10 @@ def startup_cpu(system: str, workload: str) -> float:
 
 def check_enqueued(admin: psycopg.Connection, system: str, jobs: int) -> None:
     table, column = ("ceiling.job", "q") if system == "ceiling" else (TABLE, "name")
-    found = admin.execute(f"SELECT count(*) FROM {table} WHERE {column} = %s", (QUEUE,)).fetchone()[0]
+    if system == "pgqueuer":
+        found = pgqueuer_peer.enqueued(admin)
+    else:
+        found = admin.execute(f"SELECT count(*) FROM {table} WHERE {column} = %s", (QUEUE,)).fetchone()[0]
     if found != jobs:
         raise SystemExit(f"{system}: {found} of {jobs} jobs enqueued")
 
@@ -388,11 +407,18 @@ def run(admin: psycopg.Connection, workload: str, system: str, jobs: int) -> Run
     if workload in ("insert", "send"):
         admin.execute("TRUNCATE ceiling.job")
         admin.execute(f"TRUNCATE {TABLE}")
+        if system == "pgqueuer":
+            pgqueuer_peer.truncate(admin)
         admin.execute("CHECKPOINT")
         runners: dict[str, Callable[[], float]] = {
             "ceiling": lambda: asyncio.run((ceiling_insert if workload == "insert" else ceiling_send)(jobs)),
             "django_pgboss": lambda: (boss_insert if workload == "insert" else boss_send)(jobs),
             "pg-boss": lambda: node(workload, str(jobs), str(PER_CALL))["seconds"],
+            "pgqueuer": lambda: (
+                pgqueuer_peer.insert(database_url(), PGQUEUER_DRIVERS[workload], jobs, PER_CALL)
+                if workload == "insert"
+                else pgqueuer_peer.send(database_url(), PGQUEUER_DRIVERS[workload], jobs)
+            ),
         }
         client, server = client_cpu(), server_cpu(admin)
         seconds = runners[system]()
@@ -405,6 +431,12 @@ def run(admin: psycopg.Connection, workload: str, system: str, jobs: int) -> Run
         client, server = client_cpu(), server_cpu(admin)
         seconds = asyncio.run(ceiling_drain(jobs, batch_size))
         return Run(seconds, client_cpu() - client, server_cpu(admin) - server)
+    if system == "pgqueuer":
+        pgqueuer_peer.fill(admin, database_url(), jobs, PER_CALL)
+        client, server = client_cpu(), server_cpu(admin)
+        pgqueuer_peer.drain(database_url(), PGQUEUER_DRIVERS[workload], batch_size)
+        cpu = client_cpu() - client - startup, server_cpu(admin) - server
+        return Run(pgqueuer_peer.drain_window(admin, jobs), *cpu)
     fill_pgboss(admin, jobs)
     if system == "pg-boss":
         count_for_pgboss(admin)
@@ -430,6 +462,12 @@ def main() -> None:
     parser.add_argument("--only", action="append", choices=list(WORKLOADS), help="run only this workload")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of the systems")
     parser.add_argument(
+        "--pgqueuer-driver",
+        choices=pgqueuer_peer.DRIVERS,
+        help="pgqueuer's driver for every workload (default: asyncpg, asyncpg-pool for drain-50; "
+        "bench/pgqueuer_peer.py says why)",
+    )
+    parser.add_argument(
         "--variant",
         action="append",
         default=[],
@@ -440,6 +478,15 @@ def main() -> None:
     args = parser.parse_args()
     workloads = args.only or list(WORKLOADS)
     systems = [s for s in SYSTEMS if s in args.systems.split(",")]
+    pgqueuer_version = pgqueuer_peer.installed_version() if "pgqueuer" in systems else None
+    if "pgqueuer" in systems and pgqueuer_version is None:
+        print(
+            'pgqueuer is not installed (pip install -e ".[peers]"): running the other systems without it',
+            file=sys.stderr,
+        )
+        systems.remove("pgqueuer")
+    if args.pgqueuer_driver:
+        PGQUEUER_DRIVERS.update(dict.fromkeys(PGQUEUER_DRIVERS, args.pgqueuer_driver))
     for spec in args.variant:
         label, _, assignments = spec.partition("=")
         VARIANTS[label] = dict(item.split("=", 1) for item in assignments.split(","))
@@ -456,6 +503,8 @@ def main() -> None:
     if boss.get_queue(QUEUE) is not None:
         boss.delete_queue(QUEUE)
     boss.create_queue(QUEUE)
+    if pgqueuer_version:
+        pgqueuer_peer.install(database_url())
 
     loads = [load_average()]
     seconds: dict[tuple[str, str], list[float]] = {}
@@ -486,9 +535,16 @@ def main() -> None:
     admin.execute("TRUNCATE ceiling.job")
     admin.execute(f"TRUNCATE {TABLE}")
     boss.delete_queue(QUEUE)
+    if pgqueuer_version:
+        pgqueuer_peer.uninstall(database_url())
+        admin.execute(f"DROP SCHEMA IF EXISTS {pgqueuer_peer.SCHEMA} CASCADE")
 
     facts = server_facts(admin)
-    print(f"django_pgboss at {source_revision()}; pg-boss 12.35.0 (Node {node_version()})")
+    peers = f"django_pgboss at {source_revision()}; pg-boss 12.35.0 (Node {node_version()})"
+    if pgqueuer_version:
+        drivers = ", ".join(f"{w} on {d}" for w, d in PGQUEUER_DRIVERS.items())
+        peers += f"; pgqueuer {pgqueuer_version} ({drivers})"
+    print(peers)
     print(
         f"PostgreSQL {facts['server_version']} on 127.0.0.1 (TCP); fsync={facts['fsync']} "
         f"synchronous_commit={facts['synchronous_commit']} full_page_writes={facts['full_page_writes']} "

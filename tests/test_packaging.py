@@ -78,6 +78,15 @@ def test_the_wheel_requires_no_settings_helper_at_run_time(wheel):
     ]
 
 
+def test_pgqueuer_is_only_in_the_bench_extra():
+    # bench/peers.py's fourth system; the wheel's run-time requirements are checked above.
+    extras = PROJECT["optional-dependencies"]
+    assert [r for r in extras["peers"] if r.startswith("pgqueuer")] == ["pgqueuer[asyncpg,psycopg]==1.6.0"]
+    assert not [
+        name for name, rs in extras.items() if name != "peers" for r in rs if r.startswith("pgqueuer")
+    ]
+
+
 def test_django_environ_is_in_the_extras_of_the_code_that_imports_it():
     # tests/settings.py and bench/settings.py run with the test extra, example_project with the demo one.
     extras = PROJECT["optional-dependencies"]
