@@ -16,7 +16,13 @@ is spread over the last hour. Then VACUUM ANALYZE and CHECKPOINT.
 1. Pass cost: the wall time of the first pass (every queue due: claims, counts, snapshots,
    true-up, expiry sweeps, retention), then of a pass after clearing the claim stamps
    (monitor_claim_on and monitor_on; maintain_on is left, so retention does not run again),
-   median of 3.
+   median of 3. Then ours (in a fresh process, which reports its resident size) against pg-boss
+   12.35.0's supervise() (bench/node/peers.mjs), alternating, three of each, with 10 % of the jobs
+   active and again with none active; each pass's sequential scans of job_common and the rows
+   they read (pg_stat_user_tables) show which pass read the whole table, and how often. Between
+   the two, one Monitor process (what pgboss_monitor runs) does five full rounds of run_once(),
+   its resident size sampled: the monitor's memory over the million jobs. With none active, the
+   EXPLAIN (ANALYZE, BUFFERS) of each sweep over the 90 standard queues: what running it costs.
 2. Worker slowdown: a plain SKIP LOCKED claim + complete loop (bench/drain.py's ceiling, fetch
    size 10, one process) on a queue refilled to 20,000 waiting jobs, for --window seconds alone,
    then for --window seconds while another process runs supervise passes back to back (each
@@ -58,7 +64,7 @@ from bench.peers import node, node_version  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.conf import pgboss_settings  # noqa: E402
 from django_pgboss.db.identifiers import schema_key  # noqa: E402
-from django_pgboss.monitor.supervisor import CHUNK_SIZE, EXPIRED_OUTPUT  # noqa: E402
+from django_pgboss.monitor.supervisor import CHUNK_SIZE, EXPIRED_OUTPUT, STALLED_OUTPUT  # noqa: E402
 from django_pgboss.plans import maintenance as maintenance_plans  # noqa: E402
 from django_pgboss.plans import stats as stats_plans  # noqa: E402
 from django_pgboss.wire import to_json  # noqa: E402
@@ -159,6 +165,21 @@ def rss_bytes() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def job_common_reads(admin: psycopg.Connection) -> tuple[int, int]:
+    """job_common's sequential scans and the rows they read, as the statistics system counts them.
+
+    A pass runs in a process of its own (ours and pg-boss's), whose backend reports its counts when
+    it exits; the wait lets that exit finish before the counts are read.
+    """
+    time.sleep(1.0)
+    admin.execute("SELECT pg_stat_clear_snapshot()")
+    row = admin.execute(
+        "SELECT seq_scan, seq_tup_read FROM pg_stat_user_tables WHERE schemaname = %s AND relname = 'job_common'",
+        (SCHEMA.strip('"'),),
+    ).fetchone()
+    return row[0], row[1]
+
+
 def ours_against_pgboss(admin: psycopg.Connection, label: str, rounds: int = 3) -> None:
     """Our pass and pg-boss 12.35.0's supervise() alternately, each after clearing the claims.
 
@@ -171,6 +192,7 @@ def ours_against_pgboss(admin: psycopg.Connection, label: str, rounds: int = 3) 
     for round_ in range(rounds):
         for side in ("ours", "pg-boss") if round_ % 2 == 0 else ("pg-boss", "ours"):
             reset_claims(admin)
+            scans_before, rows_before = job_common_reads(admin)
             if side == "ours":
                 results = ctx.Queue()
                 child = ctx.Process(target=pass_in_child, args=(results,))
@@ -190,11 +212,67 @@ def ours_against_pgboss(admin: psycopg.Connection, label: str, rounds: int = 3) 
                     f"  {label}: pg-boss {outcome['seconds']:.2f} s, peak RSS {outcome['maxRssBytes'] / 2**20:.0f} MiB",
                     file=sys.stderr,
                 )
+            scans, rows = job_common_reads(admin)
+            print(
+                f"  {label}: {side}'s pass read job_common in {scans - scans_before} sequential scan(s), "
+                f"{rows - rows_before:,} rows",
+                file=sys.stderr,
+            )
     print(
         f"{label}: django_pgboss pass median {statistics.median(ours):.2f} s "
         f"({', '.join(f'{x:.2f}' for x in ours)}); pg-boss 12.35.0 supervise() median "
         f"{statistics.median(theirs):.2f} s ({', '.join(f'{x:.2f}' for x in theirs)}); "
         f"ratio {statistics.median(ours) / statistics.median(theirs):.2f}"
+    )
+
+
+def monitor_in_child(passes: int, results: Any) -> None:
+    """A Monitor (what pgboss_monitor runs: the pass, index health, flows, bam, cron) in one process
+    for ``passes`` full rounds (run_once()), every queue due in each, its resident size sampled
+    every 50 ms; reports the size before the first round, after each, and the peak."""
+    import threading
+
+    from django_pgboss.monitor.runner import Monitor
+
+    monitor = Monitor()
+    monitor.context.queue_exists(QUEUES[0])  # connected, the imports paid, before the first round
+    with raw_connection() as admin:
+        before = rss_bytes()
+        peak = before
+        done = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak
+            while not done.is_set():
+                peak = max(peak, rss_bytes())
+                time.sleep(0.05)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        rounds = []
+        for _ in range(passes):
+            reset_claims(admin)
+            started = time.perf_counter()
+            report, _cron = monitor.run_once()
+            rounds.append((time.perf_counter() - started, rss_bytes(), len(report.counted)))
+        done.set()
+        sampler.join()
+    results.put((before, rounds, max(peak, *(r[1] for r in rounds))))
+
+
+def long_lived_monitor(label: str, passes: int = 5) -> None:
+    """The monitor's resident size over ``passes`` full rounds in one process (issue 21 item 4)."""
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    child = ctx.Process(target=monitor_in_child, args=(passes, results))
+    child.start()
+    before, rounds, peak = results.get(timeout=1800)
+    child.join(timeout=60)
+    print(
+        f"{label}: one Monitor process, {passes} rounds of run_once(): RSS {before / 2**20:.1f} MiB before, "
+        f"{', '.join(f'{rss / 2**20:.1f}' for _, rss, _ in rounds)} MiB after each round "
+        f"({', '.join(f'{seconds:.1f}' for seconds, _, _ in rounds)} s, "
+        f"{', '.join(str(counted) for _, _, counted in rounds)} queues counted); peak {peak / 2**20:.1f} MiB"
     )
 
 
@@ -343,18 +421,23 @@ def explain_hot_statements(admin: psycopg.Connection) -> None:
 
 
 def explain_sweeps(admin: psycopg.Connection) -> None:
-    """EXPLAIN of the expiry sweep over the 90 standard queues with no job active: what a pass that
-    ran it (pg-boss's, or ours before the count told it no job was active) pays for nothing."""
+    """EXPLAIN of each sweep over the 90 standard queues with no job active: what a pass that ran
+    them (pg-boss's, or ours before the count told it no job was active) pays for nothing."""
     chunk = sorted(set(QUEUES) - PARTITIONED)[:CHUNK_SIZE]
-    sql = maintenance_plans.fail_expired_jobs(SCHEMA, "job_common")
-    print(f"\n-- fail_expired_jobs, job_common, {len(chunk)} queues, no job active")
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(
-            "EXPLAIN (ANALYZE, BUFFERS) " + sql, {"output": to_json(EXPIRED_OUTPUT, "output"), "names": chunk}
-        )
-        for (line,) in cursor.fetchall():
-            print(NAME_ARRAY.sub(f"'{{<{len(chunk)} names>}}'", line))
-        transaction.set_rollback(True)
+    sweeps = (
+        ("fail_expired_jobs", maintenance_plans.fail_expired_jobs, EXPIRED_OUTPUT),
+        ("fail_stalled_jobs", maintenance_plans.fail_stalled_jobs, STALLED_OUTPUT),
+    )
+    for name, plan, output in sweeps:
+        print(f"\n-- {name}, job_common, {len(chunk)} queues, no job active")
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "EXPLAIN (ANALYZE, BUFFERS) " + plan(SCHEMA, "job_common"),
+                {"output": to_json(output, "output"), "names": chunk},
+            )
+            for (line,) in cursor.fetchall():
+                print(NAME_ARRAY.sub(f"'{{<{len(chunk)} names>}}'", line))
+            transaction.set_rollback(True)
 
 
 # -- running and reporting ------------------------------------------------------------------------
@@ -383,6 +466,7 @@ def run_size(admin: psycopg.Connection, boss: Boss, jobs: int, window: float, sk
     )
 
     ours_against_pgboss(admin, f"{jobs:,} jobs, 10% active")
+    long_lived_monitor(f"{jobs:,} jobs, 10% active")
     # With no job active the sweeps have nothing to find: ours skips them (the count says so),
     # pg-boss's read every row of each chunk for nothing.
     admin.execute(f"UPDATE {SCHEMA}.job SET state = 'completed', completed_on = now() WHERE state = 'active'")
