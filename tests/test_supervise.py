@@ -132,11 +132,51 @@ def test_the_sweeps_skip_queues_the_count_found_no_active_job_in():
     boss.send("busy")
     assert sweeps_run() == []
     (job,) = boss.fetch("busy")
-    swept = sweeps_run()
-    assert len(swept) == 2  # expiry and heartbeat, for the one queue with an active job
     age(job.id, "started_on", 61)
-    assert counts(elapsed_supervise()) == (1, 0)
+    (swept,) = sweeps_run()
+    assert "started_on + expire_seconds" in swept and "busy" not in swept  # the queue is bound
     assert job_row(job.id, "state") == ("retry",)
+
+
+def test_each_sweep_runs_only_for_queues_the_count_found_a_job_due_in():
+    # With jobs active but none past its expiry or heartbeat, neither sweep has anything to fail:
+    # running them read every row of the named queues twice more for nothing.
+    boss.create_queue("other", expire_in_seconds=60, heartbeat_seconds=10)
+    boss.create_queue("q", expire_in_seconds=60, heartbeat_seconds=10, retry_limit=5)
+    boss.send("other")
+    boss.send("q")
+    (other,) = boss.fetch("other")
+    (job,) = boss.fetch("q")
+    assert sweeps_run() == []
+    assert job_row(job.id, "state") == ("active",)
+
+    # Past its heartbeat only: the heartbeat sweep runs, the expiry sweep does not.
+    age(job.id, "heartbeat_on", 11)
+    (swept,) = sweeps_run()
+    assert "heartbeat_on + heartbeat_seconds" in swept
+    assert job_row(job.id, "state", "output") == ("retry", {"value": {"message": "job heartbeat timeout"}})
+
+    # Past its expiry (its heartbeat fresh): the expiry sweep only, and it fails the job.
+    (job,) = boss.fetch("q")
+    age(job.id, "started_on", 61)
+    (swept,) = sweeps_run()
+    assert "started_on + expire_seconds" in swept
+    assert job_row(job.id, "state", "output") == ("retry", {"value": {"message": "job timed out"}})
+    # The other queue's job, active and not due, was never touched.
+    assert job_row(other.id, "state", "output") == ("active", None)
+
+
+def test_a_job_past_both_its_expiry_and_its_heartbeat_is_failed_once():
+    boss.create_queue("q", expire_in_seconds=60, heartbeat_seconds=10, retry_limit=5)
+    boss.send("q")
+    (job,) = boss.fetch("q")
+    age(job.id, "started_on", 61)
+    age(job.id, "heartbeat_on", 61)
+    assert len(sweeps_run()) == 2
+    # The expiry sweep runs first and fails it; the heartbeat sweep then finds it no longer active.
+    assert job_row(job.id, "state", "output") == ("retry", {"value": {"message": "job timed out"}})
+    (again,) = boss.fetch("q")
+    assert again.retry_count == 1
 
 
 def test_the_sweeps_run_when_the_backoff_holds_the_count_off():

@@ -9,10 +9,11 @@ One pass, for every job table and every chunk of up to 100 of its queues:
    whose recount shows late commits; warn about backlogs;
 3. fail the claimed queues' jobs past their expiry or their heartbeat (also while the vacuum
    backoff holds the count off: those are narrow updates that pin nothing). Only claimed queues,
-   and of those only the ones the count just found a job active in (all of them when this pass
-   did not count them): each sweep reads every row of the queues it names, since no index of
-   schema 43 holds only active jobs, and running it on every pass for every queue made the
-   sweeps most of a pass's cost (bench/README.md, "Supervise");
+   and of those, each sweep only for the ones the count just found a job due in (a job past its
+   expiry for the expiry sweep, past its heartbeat for the heartbeat sweep; every claimed queue
+   when this pass did not count them): each sweep reads every row of the queues it names, since
+   no index of schema 43 holds only active jobs, so running them for queues with nothing to fail
+   made the sweeps two thirds of a pass's cost (bench/README.md, "Supervise");
 4. claim the queues whose retention is due (maintain_on), delete their old jobs, then the flow
    edges (job_dependency) whose child or parent job is gone.
 
@@ -104,15 +105,14 @@ def _supervise(
             chunk = table_queues[start : start + CHUNK_SIZE]
 
             def chunk_pass(queues: list[str] = chunk, table: str = table) -> None:
-                claimed, active = _count(context, table, queues, persist, interval, report, sender)
-                # Only the claimed queues the count just found a job active in: the sweeps read
-                # every row of the named queues (no index of schema 43 has state = 'active' as
-                # its predicate), so with no job active they are skipped. A job that became
-                # active after the count is swept at the queue's next pass, which is when the
-                # sweep would next have run for it anyway.
-                swept = claimed if active is None else active
-                if swept:
-                    _fail_silent(context, table, swept, report)
+                claimed, due = _count(context, table, queues, persist, interval, report, sender)
+                # Each sweep only for the claimed queues the count just found a job due in: a
+                # sweep reads every row of the queues it names (no index of schema 43 has
+                # state = 'active' as its predicate), so with nothing due it is skipped. A job
+                # that passes its expiry or heartbeat after the count is swept at the queue's
+                # next pass, as a job that does so just after pg-boss's sweep is.
+                expired, stalled = (claimed, claimed) if due is None else due
+                _fail_silent(context, table, expired, stalled, report)
                 _maintain(context, table, queues, report)
 
             if _isolated(context, chunk_pass) is not None:
@@ -199,11 +199,12 @@ def _count(
     interval: float,
     report: PassReport,
     sender: Any,
-) -> tuple[list[str], list[str] | None]:
+) -> tuple[list[str], tuple[list[str], list[str]] | None]:
     """Claim the due queues of a chunk and count them.
 
-    Returns the claimed names, and those of them the count found a job active in; None instead
-    when they were not counted here (the vacuum backoff held the aggregate off, or another monitor
+    Returns the claimed names, and those of them the count found a job past its expiry in and
+    those it found one past its heartbeat in (a pair of lists); None instead of the pair when
+    they were not counted here (the vacuum backoff held the aggregate off, or another monitor
     held the stats lock), so the caller cannot know and sweeps them all.
     """
     schema = context.quoted_schema
@@ -261,16 +262,21 @@ def _count(
                 {"name": name, "queuedCount": queued, "warningQueueSize": threshold},
                 sender=sender,
             )
-    return queues, [row[0] for row in rows if row[5]]
+    return queues, ([row[0] for row in rows if row[5]], [row[0] for row in rows if row[6]])
 
 
-def _fail_silent(context: DatabaseContext, table: str, queues: list[str], report: PassReport) -> None:
+def _fail_silent(
+    context: DatabaseContext, table: str, expired: list[str], stalled: list[str], report: PassReport
+) -> None:
+    """Run the expiry sweep over the ``expired`` queues and the heartbeat sweep over ``stalled``."""
     schema = context.quoted_schema
     sweeps = (
-        ("expired", "failJobsByTimeout", maintenance_plans.fail_expired_jobs, EXPIRED_OUTPUT),
-        ("stalled", "failJobsByHeartbeat", maintenance_plans.fail_stalled_jobs, STALLED_OUTPUT),
+        ("expired", "failJobsByTimeout", maintenance_plans.fail_expired_jobs, EXPIRED_OUTPUT, expired),
+        ("stalled", "failJobsByHeartbeat", maintenance_plans.fail_stalled_jobs, STALLED_OUTPUT, stalled),
     )
-    for kind, lock_name, plan, output in sweeps:
+    for kind, lock_name, plan, output, queues in sweeps:
+        if not queues:
+            continue
         with context.atomic(), context.cursor() as cursor:
             cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}{lock_name}")})
             cursor.execute(plan(schema, table), {"output": to_json(output, "output"), "names": queues})

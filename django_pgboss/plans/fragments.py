@@ -105,3 +105,22 @@ def singleton_slot(schema: str, seconds: str, offset: str) -> str:
         'epoch'::timestamp + '1s'::interval * ({seconds} * floor(
           (date_part('epoch', {schema}.job_now()) + COALESCE({offset}, 0)) / {seconds}))
       END"""
+
+
+def expired(schema: str, alias: str = "") -> str:
+    """An active job past its expiry (expire_seconds since it started): what the expiry sweep fails
+    and what the monitor's count counts, so the count can say which queues the sweep would find a
+    job in. ``alias`` qualifies the columns ("j." in a join)."""
+    return (
+        f"{alias}state = 'active'"
+        f" AND ({alias}started_on + {alias}expire_seconds * interval '1s') < {schema}.job_now()"
+    )
+
+
+def stalled(schema: str, alias: str = "") -> str:
+    """An active job whose heartbeat stopped (heartbeat_seconds since its last one): what the
+    heartbeat sweep fails and what the monitor's count counts (see expired())."""
+    return (
+        f"{alias}state = 'active' AND {alias}heartbeat_seconds IS NOT NULL"
+        f" AND ({alias}heartbeat_on + {alias}heartbeat_seconds * interval '1s') < {schema}.job_now()"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django_pgboss.plans.fragments import expired, stalled
 from django_pgboss.plans.settle import fail_statement
 
 
@@ -12,21 +13,12 @@ def fail_expired_jobs(schema: str, table: str) -> str:
     retries and dead letters apply) hands them to another worker. The worker that overran, if it
     ever finishes, is fenced off by the attempt fence.
     """
-    where = (
-        f"state = 'active' AND (started_on + expire_seconds * interval '1s') < {schema}.job_now()"
-        " AND name = ANY(%(names)s::text[])"
-    )
-    return fail_statement(schema, table, where)
+    return fail_statement(schema, table, f"{expired(schema)} AND name = ANY(%(names)s::text[])")
 
 
 def fail_stalled_jobs(schema: str, table: str) -> str:
     """Fail active jobs whose heartbeat stopped. Parameters: output (json), names."""
-    where = (
-        "state = 'active' AND heartbeat_seconds IS NOT NULL"
-        f" AND (heartbeat_on + heartbeat_seconds * interval '1s') < {schema}.job_now()"
-        " AND name = ANY(%(names)s::text[])"
-    )
-    return fail_statement(schema, table, where)
+    return fail_statement(schema, table, f"{stalled(schema)} AND name = ANY(%(names)s::text[])")
 
 
 def queue_tables(schema: str, *, by_name: bool) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 
-from django_pgboss.plans.fragments import lock_id
+from django_pgboss.plans.fragments import expired, lock_id, stalled
 
 #: How far behind the pass a counting window ends.
 DELTA_LAG = "interval '10 seconds'"
@@ -114,7 +114,10 @@ def cache_queue_stats(schema: str, table: str, *, throughput: bool, history: boo
     With throughput, each row also says whether the recent snapshots fall short of a recount of
     the jobs (a transaction committed after the pass that counted its window): then the caller
     runs the true-up for that queue. Returned per queue: name, queued count, warning threshold,
-    true-up flag, and how long this transaction has pinned its snapshot (for the vacuum backoff).
+    true-up flag, how long this transaction has pinned its snapshot (for the vacuum backoff), and
+    whether the count found a job past its expiry and one past its heartbeat: the monitor runs each
+    sweep only for the queues that have one, since a sweep reads every row of the queues it names
+    (no index of schema 43 holds only active jobs), and the count has just read them anyway.
 
     Without ``history`` the ready count is not pushed onto ready_history: a count that a reader
     asked for (get_queue_stats(force=True)) is not a point of the monitor's sparkline.
@@ -199,12 +202,14 @@ def cache_queue_stats(schema: str, table: str, *, throughput: bool, history: boo
     ),
     stats AS (
       SELECT name, deferred_count, queued_count, GREATEST(queued_count - deferred_count, 0) AS ready_count,
-        active_count, failed_count, total_count, singletons_active{true_up_columns}
+        active_count, failed_count, total_count, singletons_active, expired_count, stalled_count{true_up_columns}
       FROM (
         SELECT j.name,
           count(*) FILTER (WHERE j.start_after > {schema}.job_now() AND j.state < 'active')::int AS deferred_count,
           count(*) FILTER (WHERE j.state < 'active')::int AS queued_count,
           count(*) FILTER (WHERE j.state = 'active')::int AS active_count,
+          count(*) FILTER (WHERE {expired(schema, "j.")})::int AS expired_count,
+          count(*) FILTER (WHERE {stalled(schema, "j.")})::int AS stalled_count,
           count(*) FILTER (WHERE j.state = 'failed')::int AS failed_count,
           count(*)::int AS total_count,{counters}
           array_agg(j.singleton_key) FILTER (
@@ -232,7 +237,8 @@ def cache_queue_stats(schema: str, table: str, *, throughput: bool, history: boo
     LEFT JOIN stats ON stats.name = q.name
     WHERE queue.name = q.name AND (SELECT got FROM lock)
     RETURNING queue.name, queue.queued_count, queue.warning_queued, {true_up_out},
-      extract(epoch FROM (clock_timestamp() - transaction_timestamp()))::float8, queue.active_count
+      extract(epoch FROM (clock_timestamp() - transaction_timestamp()))::float8,
+      COALESCE(stats.expired_count, 0) > 0, COALESCE(stats.stalled_count, 0) > 0
     """
 
 
