@@ -213,8 +213,9 @@ def ours_against_pgboss(admin: psycopg.Connection, label: str, rounds: int = 3) 
                     file=sys.stderr,
                 )
             scans, rows = job_common_reads(admin)
+            whose = "our" if side == "ours" else "pg-boss's"
             print(
-                f"  {label}: {side}'s pass read job_common in {scans - scans_before} sequential scan(s), "
+                f"  {label}: {whose} pass read job_common in {scans - scans_before} sequential scan(s), "
                 f"{rows - rows_before:,} rows",
                 file=sys.stderr,
             )
