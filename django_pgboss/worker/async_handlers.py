@@ -97,6 +97,9 @@ class _Host:
                 daemon=True,
             ).start()
 
+    def announces(self) -> bool:
+        return signals.has_receivers(signals.job_started)
+
     def announce(self, name: str, jobs: list[Job]) -> None:
         if signals.has_receivers(signals.job_started):
             events.jobs_started(self.worker, name, jobs)

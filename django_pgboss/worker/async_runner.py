@@ -21,9 +21,17 @@ frees the slot's place in the queue and sets the jobs' ``job.signal``; whenever 
 set (that deadline, a heartbeat that finds the claim gone, the end of a stop's grace period) its
 coroutine is cancelled. A coroutine that swallows the cancellation and runs on for longer than
 ABANDON_GRACE_SECONDS is abandoned: left running, counted and logged, and its slot takes the next
-unit. A bridge thread per queue moves a
-unit from the queue's buffer to the loop only when a slot is free, so units no slot has started
-stay in the buffer, where a stop puts them back uncharged, as it does for threaded queues.
+unit.
+
+How a unit reaches a slot: a free slot takes the next unit from the queue's buffer itself, on the
+loop (a non-blocking get), so a job crosses no thread on its way to its coroutine while the buffer
+holds units, which at a batch size above the concurrency is nearly always. Only a slot that finds
+the buffer empty waits, for the queue's bridge thread, which blocks on the buffer for it (one unit
+per waiting slot) and hands the unit over to the loop. Either way a unit leaves the buffer only
+for a slot that starts it, so units no slot has started stay in the buffer, where a stop puts them
+back uncharged, as it does for threaded queues. A unit's job_started is sent on a plain thread,
+where receivers may query (the bridge, or the queue's announcer thread for a unit a slot took
+itself, a hop paid only while job_started has receivers).
 
 The async ORM inside a handler: Django runs a coroutine's ORM calls through
 ``sync_to_async(thread_sensitive=True)``. Every job runs in a ``ThreadSensitiveContext``, as
@@ -41,10 +49,12 @@ them at once on a second signal.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import inspect
 import logging
+import queue as queue_module
 import threading
 import time
 from collections.abc import Callable
@@ -82,9 +92,13 @@ class AsyncHost(Protocol):
     def abandoned_ended(self, name: str, jobs: list[Job]) -> None:
         """An abandoned coroutine ended after all."""
 
+    def announces(self) -> bool:
+        """Whether announce() has anything to do (job_started has receivers): a unit a slot took
+        from the buffer itself crosses to a thread for it only then."""
+
     def announce(self, name: str, jobs: list[Job]) -> None:
-        """A unit goes to a free slot: its job_started, sent on the queue's bridge thread (a plain
-        thread, where receivers may use the ORM), never on the loop."""
+        """A unit goes to a free slot: its job_started, sent on a plain thread (the queue's bridge
+        or its announcer, where receivers may use the ORM), never on the loop."""
 
     def started(self, name: str) -> None:
         """The handler call starts (on the loop: what must not block, the instruments)."""
@@ -193,8 +207,8 @@ class EventLoopThread:
 
 
 class AsyncQueue:
-    """One async queue's ``concurrency`` slots on the worker's loop, fed from its buffer of
-    claimed units by a bridge thread, one unit per free slot."""
+    """One async queue's ``concurrency`` slots on the worker's loop, each taking the next unit
+    from the queue's buffer once free (see the module docstring)."""
 
     def __init__(self, state: Any, loop: EventLoopThread, host: AsyncHost) -> None:
         self.state = state
@@ -202,19 +216,24 @@ class AsyncQueue:
         self.loop = loop
         self.host = host
         self.concurrency = self.registration.concurrency
-        # Free slots, counted on the bridge's side: a unit leaves the buffer only for a free slot.
-        self._free = threading.Semaphore(self.concurrency)
-        self._units: asyncio.Queue[Unit | None] | None = None
+        # Slots that found the buffer empty, waiting for the bridge (on the loop only), and how
+        # many units the bridge may take for them: it never takes one no slot waits for.
+        self._waiters: collections.deque[asyncio.Future[Unit | None]] = collections.deque()
+        self._wanted = threading.Semaphore(0)
+        self._closing = False
         self._slots: list[asyncio.Task[None]] = []
         self._running: dict[asyncio.Task[None], Unit] = {}
         # Why each cancelled unit was cancelled (a job signal's reason), and the units failed at
         # their deadline, whose end is no longer theirs to settle.
         self._reasons: dict[asyncio.Task[None], str] = {}
         self._expired: set[asyncio.Task[None]] = set()
-        # What wakes a slot whose unit ignores its cancellation (see _give_up()).
+        # What wakes a slot whose unit ended or ignores its cancellation (see _give_up()).
         self._abandon: dict[asyncio.Task[None], asyncio.Future[None]] = {}
-        self._bridge = threading.Thread(
-            target=self._bridge_loop, name=f"pgboss-async-{self.registration.queue}", daemon=True
+        queue = self.registration.queue
+        self._bridge = threading.Thread(target=self._bridge_loop, name=f"pgboss-async-{queue}", daemon=True)
+        # job_started for the units the slots take themselves, while it has receivers.
+        self._announcer = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"pgboss-async-{queue}-announce"
         )
 
     # -- lifecycle (called from the worker's threads) ------------------------------------------
@@ -224,7 +243,6 @@ class AsyncQueue:
         self._bridge.start()
 
     async def _start_slots(self) -> None:
-        self._units = asyncio.Queue()
         for index in range(self.concurrency):
             name = f"pgboss-async-{self.registration.queue}-{index}"
             self._slots.append(asyncio.get_running_loop().create_task(self._slot(name), name=name))
@@ -241,62 +259,85 @@ class AsyncQueue:
 
     def join(self, timeout: float) -> None:
         """Wait for the slots to end (after the buffer's stop markers or a cancel)."""
-        # The bridge may be waiting for a free slot that a cancelled unit will not give back.
-        for _ in range(self.concurrency + 1):
-            self._free.release()
+        # The slots take no unit any more. The bridge may be waiting for a slot to want one, or
+        # on the buffer (whose stop markers the slots may have taken): both end it.
+        self._closing = True
+        self._wanted.release()
+        self.state.work.put(None)
         self._bridge.join(timeout)
         future = self.loop.submit(self._wait_slots(timeout))
         try:
             future.result(timeout + 1)
         except (concurrent.futures.TimeoutError, TimeoutError):
             logger.warning("async handlers of %s did not end within %.0fs", self.registration.queue, timeout)
+        self._announcer.submit(connections.close_all)
+        self._announcer.shutdown(wait=False)
 
     async def _wait_slots(self, timeout: float) -> None:
-        assert self._units is not None
-        for _ in self._slots:
-            self._units.put_nowait(None)
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
         _done, pending = await asyncio.wait(self._slots, timeout=timeout)
         for task in pending:
             task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=1)
 
-    # -- the bridge: buffer -> loop, one unit per free slot -------------------------------------
+    # -- the bridge: buffer -> loop, one unit per slot waiting for one ---------------------------
 
     def _bridge_loop(self) -> None:
         work = self.state.work
         try:
             while True:
-                self._free.acquire()
-                unit = work.get()
-                if unit is None:
+                self._wanted.acquire()
+                if self._closing:
                     return
-                # job_started here, where the unit crosses to the loop anyway: a plain thread, so
-                # a receiver may query as on a handler thread, at no extra thread hop per job.
-                self.host.announce(*unit)
-                self.loop.call(self._hand_over, unit)
+                unit = work.get()
+                if unit is not None:
+                    # job_started here, where the unit crosses to the loop anyway: a plain
+                    # thread, so a receiver may query as on a handler thread.
+                    self.host.announce(*unit)
+                self.loop.call(self._deliver, unit)
         finally:
             connections.close_all()
 
-    def _hand_over(self, unit: Unit) -> None:
-        assert self._units is not None
-        self._units.put_nowait(unit)
+    def _deliver(self, unit: Unit | None) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(unit)
+                return
+        if unit is not None:
+            # Its slot is gone (cancelled by a stop): the unit goes back where a stop finds it.
+            self.state.work.put(unit)
+
+    async def _next_unit(self, loop: asyncio.AbstractEventLoop) -> tuple[Unit | None, bool]:
+        """The slot's next unit (None: end) and whether its job_started was sent already."""
+        if self._closing:
+            return None, True
+        try:
+            return self.state.work.get_nowait(), False
+        except queue_module.Empty:
+            pass
+        waiter: asyncio.Future[Unit | None] = loop.create_future()
+        self._waiters.append(waiter)
+        self._wanted.release()
+        return await waiter, True
 
     # -- the slots (on the loop) ---------------------------------------------------------------
 
     async def _slot(self, name: str) -> None:
-        assert self._units is not None
         loop = asyncio.get_running_loop()
         executor = self._executor(name)
         try:
             while True:
-                unit = await self._units.get()
+                unit, announced = await self._next_unit(loop)
                 if unit is None:
                     return
-                try:
-                    abandoned = await self._one_unit(loop, unit, executor)
-                finally:
-                    self._free.release()
+                if not announced and self.host.announces():
+                    await loop.run_in_executor(self._announcer, self._announce, unit)
+                abandoned = await self._one_unit(loop, unit, executor)
                 if abandoned and executor is not None:
                     # The abandoned coroutine keeps the old thread (and its connection): the
                     # slot's next jobs must not share either with it.
@@ -307,6 +348,9 @@ class AsyncQueue:
                 # The slot's thread keeps its Django connection between jobs; it closes it now.
                 executor.submit(connections.close_all)
                 executor.shutdown(wait=False)
+
+    def _announce(self, unit: Unit) -> None:
+        self.host.announce(*unit)
 
     @staticmethod
     def _executor(name: str) -> _SlotExecutor | None:
@@ -325,10 +369,13 @@ class AsyncQueue:
         removers = [job.signal.add_callback(partial(self._signalled, task)) for job in jobs]
         deadline = self.host.deadline(jobs)
         timer = None if deadline is None else loop.call_at(deadline, self._deadline_passed, task, unit)
+        # Done when the task ends, or when _give_up() leaves it running (one future to await,
+        # rather than asyncio.wait() over the two, which costs several times as much a job).
         abandon: asyncio.Future[None] = loop.create_future()
+        task.add_done_callback(partial(_wake, abandon))
         self._abandon[task] = abandon
         try:
-            await asyncio.wait({task, abandon}, return_when=asyncio.FIRST_COMPLETED)
+            await abandon
             if task.done():
                 return False
             # Cancelled at its deadline, and still running: leave it, and take the next unit.
@@ -425,6 +472,11 @@ class AsyncQueue:
                 return await registration.handler(jobs if registration.batch else jobs[0])
         finally:
             self.host.ended(name, time.perf_counter() - began)
+
+
+def _wake(waiter: asyncio.Future[None], _task: Any) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class _SlotExecutor(concurrent.futures.ThreadPoolExecutor):
