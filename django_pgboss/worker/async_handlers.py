@@ -103,7 +103,8 @@ class _Host:
     def announce(self, name: str, jobs: list[Job]) -> None:
         if signals.has_receivers(signals.job_started):
             events.jobs_started(self.worker, name, jobs)
-            # The bridge thread keeps its connection: drop it when a receiver left it obsolete.
+            # The bridge and announcer threads keep their connection: drop it when a receiver
+            # left it obsolete.
             close_old_connections_quietly()
 
     def started(self, name: str) -> None:
