@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 import json
 import threading
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, connections
 
 from django_pgboss import arguments
 from django_pgboss.arguments import JobReference, attempt_references, job_attempt
@@ -58,6 +59,10 @@ def recording_settles(using: str) -> Iterator[set[str]]:
             recorders.pop(using, None)
         else:
             recorders[using] = previous
+
+
+#: The connections use_generic_plans() has set (a closed one is dropped with its last reference).
+_GENERIC_PLANS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 class JobStore:
@@ -133,6 +138,18 @@ class JobStore:
             # unique index let one through. The loser claims nothing this time, as in pg-boss.
             return []
         return jobs
+
+    def use_generic_plans(self) -> None:
+        """Have this thread's connection run the claim with its generic plan, planned once per
+        connection instead of on every fetch (plans.jobs.use_generic_plans says why). The worker's
+        fetch loop calls it before each fetch, on its own connection, which runs nothing else; a
+        new connection (after a reconnect) is set again."""
+        raw = connections[self.context.using].connection
+        if raw is not None and raw in _GENERIC_PLANS:
+            return
+        with self.context.cursor() as cursor:
+            cursor.execute(job_plans.use_generic_plans())
+            _GENERIC_PLANS.add(connections[self.context.using].connection)
 
     # -- settling --------------------------------------------------------------------------------
 

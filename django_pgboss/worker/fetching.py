@@ -68,6 +68,7 @@ class FetchLoops(WorkerCore):
                 with self._lock:
                     ignore = self._groups_at_capacity(state)
                 fetch_started = tracing.now()
+                self.jobs.use_generic_plans()
                 jobs = self.jobs.fetch(
                     name,
                     batch_size=size,
