@@ -1,0 +1,123 @@
+"""The claim's plans, custom against generic, in every variant of the statement.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:55464/pgboss_bench \\
+        .venvs/py3.11-Django__5.2/bin/python bench/claim_plans.py [--jobs 20000] [--batch 50]
+
+The worker's fetch loop runs its claim with plan_cache_mode = force_generic_plan
+(JobStore.use_generic_plans: PostgreSQL never picks the generic plan of the claim by itself and
+plans it again on every fetch). This fills the peers bench's queue with --jobs waiting jobs, then
+for each variant of plans.jobs.fetch_jobs (6 policies x include_metadata, ignore_start_after,
+priorities, group_concurrency with and without tiers, ignore_groups) prepares it and EXPLAINs it
+at --batch under force_custom_plan and under force_generic_plan, and prints the scans and joins of
+each plan, and whether the two plan modes differ in any of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.peers_settings")
+
+import django
+
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+
+from bench.common import fill, raw_connection  # noqa: E402
+from bench.peersapp.jobs import QUEUE  # noqa: E402
+from django_pgboss.api.boss import Boss  # noqa: E402
+from django_pgboss.plans import jobs as job_plans  # noqa: E402
+
+TYPES = {
+    "name": "text",
+    "batch_size": "int",
+    "min_priority": "int",
+    "max_priority": "int",
+    "group_limit": "int",
+    "group_tiers": "jsonb",
+    "ignore_groups": "text[]",
+}
+NODES = re.compile(
+    r"(Seq Scan on \w+|Bitmap Heap Scan on \w+|Index Scan using \w+|Index Only Scan using \w+|"
+    r"Hash Join|Merge Join|Nested Loop)"
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--batch", type=int, default=50)
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    boss = Boss()
+    if boss.get_queue(QUEUE) is None:
+        boss.create_queue(QUEUE)
+    fill(raw_connection(), QUEUE, args.jobs)
+    route = boss.context.route(QUEUE)
+    values = {
+        "name": f"'{QUEUE}'",
+        "batch_size": str(args.batch),
+        "min_priority": "-5",
+        "max_priority": "5",
+        "group_limit": "2",
+        "group_tiers": "'{\"gold\": 3}'::jsonb",
+        "ignore_groups": "ARRAY['x']",
+    }
+    connection = raw_connection()
+    differ = 0
+    variants = itertools.product(
+        ["standard", "short", "singleton", "stately", "exclusive", "key_strict_fifo"], *[[False, True]] * 6
+    )
+    for index, (policy, metadata, start_after, priority, groups, tiers, ignore) in enumerate(variants):
+        if tiers and not groups:
+            continue
+        sql = job_plans.fetch_jobs(
+            boss.context.quoted_schema,
+            route.table,
+            policy=policy,
+            include_metadata=metadata,
+            ignore_start_after=start_after,
+            min_priority=priority,
+            max_priority=priority,
+            group_concurrency=groups,
+            group_tiers=tiers,
+            ignore_groups=ignore,
+        )
+        names: list[str] = []
+
+        def number(match: re.Match[str], names: list[str] = names) -> str:
+            if match.group(1) not in names:
+                names.append(match.group(1))
+            return f"${names.index(match.group(1)) + 1}"
+
+        numbered = re.sub(r"%\((\w+)\)s", number, sql)
+        connection.execute(f"PREPARE claim{index}({', '.join(TYPES[n] for n in names)}) AS {numbered}")
+        seen = {}
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            connection.execute(f"SET plan_cache_mode = {mode}")
+            connection.execute("BEGIN")
+            plan = connection.execute(
+                f"EXPLAIN EXECUTE claim{index}({', '.join(values[n] for n in names)})"
+            ).fetchall()
+            connection.execute("ROLLBACK")
+            seen[mode] = sorted(set(NODES.findall("\n".join(row[0] for row in plan))))
+        same = seen["force_custom_plan"] == seen["force_generic_plan"]
+        differ += not same
+        options = f"metadata={metadata} start_after={start_after} priority={priority} groups={groups} tiers={tiers} ignore={ignore}"
+        print(
+            f"{'same' if same else 'DIFFERENT'}  {policy:15} {options}: {', '.join(seen['force_generic_plan'])}"
+        )
+    print(f"variants whose generic plan differs from the custom one: {differ}")
+
+
+if __name__ == "__main__":
+    main()
