@@ -8,6 +8,7 @@ import threading
 
 import pytest
 from django.db import connection, connections
+from django.test import override_settings
 
 from django_pgboss import boss
 from django_pgboss.api.jobs import JobStore
@@ -102,3 +103,24 @@ def test_the_fetch_loop_claims_with_generic_plans_again_after_a_reconnect_and_ha
     assert {mode for mode, _pid in seen} == {"force_generic_plan"}
     assert len({pid for _mode, pid in seen}) == 2
     assert handler_modes and set(handler_modes) == {"auto"}
+
+
+def test_without_prepared_statements_the_fetch_loop_leaves_its_connection_as_configured(settings):
+    boss.create_queue("plans")
+    boss.insert("plans", [{"data": {"i": i}} for i in range(4)])
+    seen: list[str] = []
+    worker = Worker([Registration("plans", lambda job: None, batch_size=2)], burst=True, listen=False)
+    fetch = worker.jobs.fetch
+
+    def watched_fetch(*args, **kwargs):
+        jobs = fetch(*args, **kwargs)
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW plan_cache_mode")
+            seen.append(cursor.fetchone()[0])
+        return jobs
+
+    worker.jobs.fetch = watched_fetch  # type: ignore[method-assign]
+    with override_settings(PGBOSS={**settings.PGBOSS, "PREPARED_STATEMENTS": False}):
+        worker.run()
+    assert worker.stats.completed == 4
+    assert seen and set(seen) == {"auto"}

@@ -20,6 +20,7 @@ from django.db import IntegrityError, connections
 from django_pgboss import arguments
 from django_pgboss.arguments import JobReference, attempt_references, job_attempt
 from django_pgboss.arguments import queue_name as validate_queue_name
+from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import InvalidJobReference, InvalidOption
 from django_pgboss.plans import jobs as job_plans
@@ -143,7 +144,11 @@ class JobStore:
         """Have this thread's connection run the claim with its generic plan, planned once per
         connection instead of on every fetch (plans.jobs.use_generic_plans says why). The worker's
         fetch loop calls it before each fetch, on its own connection, which runs nothing else; a
-        new connection (after a reconnect) is set again."""
+        new connection (after a reconnect) is set again. With PREPARED_STATEMENTS off nothing is
+        prepared, and nothing is set: behind a transaction pooler a session setting would reach
+        other clients' sessions."""
+        if not pgboss_settings.PREPARED_STATEMENTS:
+            return
         raw = connections[self.context.using].connection
         if raw is not None and raw in _GENERIC_PLANS:
             return
