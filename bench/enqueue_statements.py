@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -55,33 +54,12 @@ from bench.common import (
     reset,
     source_revision,
 )
-from bench.peers import node_binary
+from bench.pgboss_plans import insert_jobs_sql
 from django_pgboss.api.boss import Boss
 from django_pgboss.plans import jobs as job_plans
 
 QUEUE = "bench_statements"
 PER_CALL = 1000
-
-
-def pgboss_insert_sql(schema: str) -> str:
-    """pg-boss 12.35.0's insertJobs() statement for QUEUE (no RETURNING: insert() asks for none)."""
-    node_dir = os.environ.get(
-        "PGBOSS_NODE_DIR", str(Path(__file__).resolve().parent.parent / ".venvs" / "node")
-    )
-    script = (
-        "const {createRequire} = require('node:module'); const {pathToFileURL} = require('node:url');"
-        "const r = createRequire(process.env.PGBOSS_NODE_DIR + '/');"
-        "import(pathToFileURL(r.resolve('pg-boss/dist/plans.js')).href).then(p => process.stdout.write("
-        f"p.insertJobs({json.dumps(schema)}, {{table: 'job_common', name: {json.dumps(QUEUE)}, returnId: false}})))"
-    )
-    done = subprocess.run(
-        [node_binary(), "-e", script],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PGBOSS_NODE_DIR": node_dir},
-    )
-    return done.stdout.replace("$1", "%(jobs)s")
 
 
 def backend_cpu(pid: int) -> float:
@@ -140,7 +118,7 @@ def main() -> None:
             job_plans.insert_jobs(schema, "job_common", returning=False),
             {"jobs": recordset, "name": QUEUE},
         ),
-        "pg-boss insertJobs": (pgboss_insert_sql(schema), {"jobs": recordset}),
+        "pg-boss insertJobs": (insert_jobs_sql(schema, QUEUE, return_id=False), {"jobs": recordset}),
         "now, in a transaction": (
             job_plans.insert_data_jobs(schema, "job_common", on_conflict=True, returning=False, notify=False),
             {"data": array, "name": QUEUE},

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -61,7 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from django.core.management import call_command
 
 from bench.common import fresh_queues, load_average, raw_connection, server_facts, source_revision
-from bench.peers import CEILING_DDL, node_binary, server_cpu
+from bench.peers import CEILING_DDL, server_cpu
+from bench.pgboss_plans import insert_jobs_sql
 from django_pgboss.api.boss import Boss
 from django_pgboss.plans import jobs as job_plans
 
@@ -77,27 +77,6 @@ Q_FKEY = (
 DLQ_FKEY = f"FOREIGN KEY (dead_letter) REFERENCES {SCRATCH}.queue (name) ON DELETE RESTRICT DEFERRABLE INITIALLY DEFERRED"
 #: The indexes a standard job has an entry in: the primary key and the fetch index.
 ENTERED_INDEXES = ("job_common_pkey", "job_common_i11")
-
-
-def pgboss_send_sql() -> str:
-    """pg-boss 12.35.0's send() statement for QUEUE in job_common, from its own plans module (Node)."""
-    node_dir = os.environ.get(
-        "PGBOSS_NODE_DIR", str(Path(__file__).resolve().parent.parent / ".venvs" / "node")
-    )
-    script = (
-        "const {createRequire} = require('node:module'); const {pathToFileURL} = require('node:url');"
-        "const r = createRequire(process.env.PGBOSS_NODE_DIR + '/');"
-        "import(pathToFileURL(r.resolve('pg-boss/dist/plans.js')).href).then(p => process.stdout.write("
-        f"p.insertJobs('pgboss', {{table: 'job_common', name: {json.dumps(QUEUE)}, returnId: true}})))"
-    )
-    done = subprocess.run(
-        [node_binary(), "-e", script],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PGBOSS_NODE_DIR": node_dir},
-    )
-    return done.stdout.replace("$1", "%(jobs)s")
 
 
 def pgboss_job(i: int) -> str:
@@ -242,7 +221,7 @@ def variants(admin: psycopg.Connection, scratch: dict[str, str]) -> dict[str, tu
       %(retry_delay)s::int, %(retry_backoff)s::bool, %(retry_delay_max)s::int, %(policy)s::text,
       %(dead_letter)s::text, %(heartbeat_seconds)s::int)
     """
-    pgboss_sql = pgboss_send_sql()
+    pgboss_sql = insert_jobs_sql("pgboss", QUEUE, return_id=True)
     ceiling_sql = "INSERT INTO {table} (q, data) VALUES (%(name)s, %(data)s::jsonb)"
 
     def ours_on(table: str) -> Send:
