@@ -236,3 +236,11 @@ def memory_total() -> str:
 def load_average() -> str:
     """The machine's load average (1, 5 and 15 minutes), printed beside every figure."""
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def process_schedstat(pid: int) -> tuple[int, int]:
+    """Nanoseconds a process has run on a CPU and waited for one so far: the scheduler's own
+    counts (/proc/<pid>/schedstat), which a loaded machine moves less than the wall clock. The
+    process must run on this machine (a backend of a local cluster)."""
+    running, waiting, _slices = Path(f"/proc/{pid}/schedstat").read_text().split()
+    return int(running), int(waiting)

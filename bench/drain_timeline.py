@@ -47,7 +47,7 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.db import connections  # noqa: E402
 
-from bench.common import TABLE, fill, load_average, raw_connection, source_revision  # noqa: E402
+from bench.common import TABLE, fill, load_average, process_schedstat, raw_connection, source_revision  # noqa: E402
 from bench.peersapp.jobs import QUEUE  # noqa: E402
 from django_pgboss.api import jobs as jobs_module  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
@@ -110,11 +110,9 @@ def backend_schedstat(store: JobStore) -> tuple[int, int] | None:
     if connection is None:
         return None
     try:
-        with open(f"/proc/{connection.info.backend_pid}/schedstat") as stat:
-            running, waiting, _slices = stat.read().split()
+        return process_schedstat(connection.info.backend_pid)
     except OSError:
         return None
-    return int(running), int(waiting)
 
 
 def probe(stop: threading.Event, seconds: float) -> None:

@@ -59,7 +59,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from django.core.management import call_command
 
-from bench.common import fresh_queues, load_average, raw_connection, server_facts, source_revision
+from bench.common import (
+    fresh_queues,
+    load_average,
+    process_schedstat,
+    raw_connection,
+    server_facts,
+    source_revision,
+)
 from bench.peers import CEILING_DDL, server_cpu
 from bench.pgboss_plans import insert_jobs_sql
 from django_pgboss.api.boss import Boss
@@ -303,11 +310,6 @@ def variants(admin: psycopg.Connection, scratch: dict[str, str]) -> dict[str, tu
 # -- measuring ------------------------------------------------------------------------------------
 
 
-def backend_ns(pid: int) -> int:
-    """Nanoseconds a process has run on a CPU (the scheduler's own count, /proc/<pid>/schedstat)."""
-    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
-
-
 def wal_lsn(admin: psycopg.Connection) -> int:
     return int(admin.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchone()[0])
 
@@ -363,12 +365,12 @@ def measure(
             cursor = conn.cursor()
             send(cursor, -1)  # prepared from here on
             send(cursor, -2)
-            lsn, cluster, cpu = wal_lsn(admin), server_cpu(admin), backend_ns(pid)
+            lsn, cluster, cpu = wal_lsn(admin), server_cpu(admin), process_schedstat(pid)[0]
             started = time.perf_counter()
             for i in range(sends):
                 send(cursor, i)
             wall = time.perf_counter() - started
-            cpu, cluster, end = backend_ns(pid) - cpu, server_cpu(admin) - cluster, wal_lsn(admin)
+            cpu, cluster, end = process_schedstat(pid)[0] - cpu, server_cpu(admin) - cluster, wal_lsn(admin)
             found = admin.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
             if found != sends + 2:
                 raise SystemExit(f"{label}: {found} rows in {table}, expected {sends + 2}")
