@@ -10,6 +10,13 @@ for each variant of plans.jobs.fetch_jobs (6 policies x include_metadata, ignore
 priorities, group_concurrency with and without tiers, ignore_groups) prepares it and EXPLAINs it
 at --batch under force_custom_plan and under force_generic_plan, and prints the scans and joins of
 each plan, and whether the two plan modes differ in any of them.
+
+With --keyed it instead fills one queue of each keyed policy (singleton, stately, key_strict_fifo)
+with --jobs waiting jobs, each its own singleton_key, claims a tenth of each (so the claim has
+active jobs to probe), and runs the claim of --batch under EXPLAIN ANALYZE in a rolled-back
+transaction: how each policy's "is this key taken" test is read, and what one claim costs.
+
+    DATABASE_URL=... .venvs/py3.11-Django__5.2/bin/python bench/claim_plans.py --keyed --jobs 200000
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402
 
-from bench.common import fill, raw_connection  # noqa: E402
+from bench.common import TABLE, fill, raw_connection, settle_table  # noqa: E402
 from bench.peersapp.jobs import QUEUE  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.plans import jobs as job_plans  # noqa: E402
@@ -56,9 +63,13 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--keyed", action="store_true", help="EXPLAIN ANALYZE the keyed policies' claims")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     boss = Boss()
+    if args.keyed:
+        keyed_claims(boss, args.jobs, args.batch)
+        return
     if boss.get_queue(QUEUE) is None:
         boss.create_queue(QUEUE)
     fill(raw_connection(), QUEUE, args.jobs)
@@ -117,6 +128,42 @@ def main() -> None:
             f"{'same' if same else 'DIFFERENT'}  {policy:15} {options}: {', '.join(seen['force_generic_plan'])}"
         )
     print(f"variants whose generic plan differs from the custom one: {differ}")
+
+
+KEYED_POLICIES = ("singleton", "stately", "key_strict_fifo")
+KEYED_NODES = re.compile(
+    r"(Seq Scan on \w+ \w+|Index (?:Only )?Scan using \w+ on \w+ \w+|Nested Loop Anti Join)"
+)
+
+
+def keyed_claims(boss: Boss, jobs: int, batch: int) -> None:
+    """Fill a queue of each keyed policy, claim a tenth of it, then EXPLAIN ANALYZE one claim."""
+    admin = raw_connection()
+    admin.execute(f"TRUNCATE {TABLE}")
+    for policy in KEYED_POLICIES:
+        queue = f"keyed_{policy}"
+        if boss.get_queue(queue) is None:
+            boss.create_queue(queue, policy=policy)
+        for start in range(0, jobs, 1000):
+            boss.insert(
+                queue,
+                [{"data": {"i": i}, "singleton_key": f"k{i}"} for i in range(start, min(start + 1000, jobs))],
+            )
+        boss.fetch(queue, batch_size=max(1, jobs // 10))
+    settle_table(admin)
+    print(
+        f"{jobs} jobs in each of {len(KEYED_POLICIES)} queues (all in {TABLE}), a tenth of each active; a claim of {batch}"
+    )
+    for policy in KEYED_POLICIES:
+        queue = f"keyed_{policy}"
+        sql = job_plans.fetch_jobs(boss.context.quoted_schema, boss.context.route(queue).table, policy=policy)
+        admin.execute("BEGIN")
+        plan = admin.execute("EXPLAIN (ANALYZE) " + sql, {"name": queue, "batch_size": batch}).fetchall()
+        admin.execute("ROLLBACK")
+        text = "\n".join(row[0] for row in plan)
+        execution = re.search(r"Execution Time: ([\d.]+) ms", text)
+        nodes = sorted(set(KEYED_NODES.findall(text)))
+        print(f"{policy:15} {execution.group(1) if execution else '?':>9} ms: {', '.join(nodes)}")
 
 
 if __name__ == "__main__":

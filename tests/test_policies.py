@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from django.db import connection
 
 from django_pgboss import boss
+from django_pgboss.plans.jobs import fetch_jobs
 from tests.helpers import job_row, rows
 
 pytestmark = [
@@ -190,3 +194,20 @@ def test_exclusive_retry_blocks_new_sends_until_terminal(partition):
     boss.fail(q, job)
     assert job_row(first, "state") == ("failed",)
     assert boss.send(q) is not None
+
+
+@pytest.mark.parametrize(("policy", "index"), [("singleton", "i2"), ("stately", "i3")])
+def test_a_keyed_claim_finds_active_keys_through_the_policy_index(partition, policy, index):
+    """The claim's "does this key have an active job" probe can use the policy's partial index
+    (job_i2, job_i3); spelled as a.policy = j.policy it could not, and read the whole table for
+    each candidate. Sequential scans are switched off so the plan shows what the probe can use,
+    whatever the table's size and statistics."""
+    q = make(policy, partition)
+    boss.send(q, singleton_key="a")
+    sql = fetch_jobs(boss.context.quoted_schema, boss.context.route(q).table, policy=policy)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + sql, {"name": q, "batch_size": 10})
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    probes = [line for line in plan.splitlines() if re.search(r" on \S+ a\s+\(", line)]
+    assert probes and all(f"_{index} on " in line for line in probes), plan
