@@ -64,11 +64,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--keyed", action="store_true", help="EXPLAIN ANALYZE the keyed policies' claims")
+    parser.add_argument("--keys", type=int, help="with --keyed: this many distinct keys (default: one a job)")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     boss = Boss()
     if args.keyed:
-        keyed_claims(boss, args.jobs, args.batch)
+        keyed_claims(boss, args.jobs, args.batch, args.keys or args.jobs)
         return
     if boss.get_queue(QUEUE) is None:
         boss.create_queue(QUEUE)
@@ -136,8 +137,11 @@ KEYED_NODES = re.compile(
 )
 
 
-def keyed_claims(boss: Boss, jobs: int, batch: int) -> None:
-    """Fill a queue of each keyed policy, claim a tenth of it, then EXPLAIN ANALYZE one claim."""
+def keyed_claims(boss: Boss, jobs: int, batch: int, keys: int) -> None:
+    """Fill a queue of each keyed policy, claim a tenth of it, then EXPLAIN ANALYZE one claim.
+
+    Job i has key i modulo ``keys``; a stately queue keeps one waiting job a key, so it gets one
+    job a key whatever ``keys`` is."""
     admin = raw_connection()
     admin.execute(f"TRUNCATE {TABLE}")
     for policy in KEYED_POLICIES:
@@ -147,12 +151,15 @@ def keyed_claims(boss: Boss, jobs: int, batch: int) -> None:
         for start in range(0, jobs, 1000):
             boss.insert(
                 queue,
-                [{"data": {"i": i}, "singleton_key": f"k{i}"} for i in range(start, min(start + 1000, jobs))],
+                [
+                    {"data": {"i": i}, "singleton_key": f"k{i % keys}"}
+                    for i in range(start, min(start + 1000, jobs))
+                ],
             )
         boss.fetch(queue, batch_size=max(1, jobs // 10))
     settle_table(admin)
     print(
-        f"{jobs} jobs in each of {len(KEYED_POLICIES)} queues (all in {TABLE}), a tenth of each active; a claim of {batch}"
+        f"{jobs} jobs of {keys} keys in each of {len(KEYED_POLICIES)} queues (all in {TABLE}), a tenth of each claimed; a claim of {batch}"
     )
     for policy in KEYED_POLICIES:
         queue = f"keyed_{policy}"
