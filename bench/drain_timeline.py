@@ -133,10 +133,27 @@ def covered(intervals: list[tuple[float, float]], start: float, end: float) -> f
     return total
 
 
+def covered_twice(intervals: list[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of [start, end] during which at least two of ``intervals`` overlap (two fetch
+    lanes' claims in flight at once)."""
+    edges = sorted(
+        [(max(a, start), 1) for a, b in intervals if b > start and a < end]
+        + [(min(b, end), -1) for a, b in intervals if b > start and a < end]
+    )
+    total, depth, last = 0.0, 0, start
+    for moment, step in edges:
+        if depth >= 2:
+            total += moment - last
+        depth += step
+        last = moment
+    return total
+
+
 def picture(
     events: list[tuple[str, float, float, int]], origin: float, width_ms: float, step_ms: float
 ) -> str:
-    """One line per lane: fetch (F), complete (C), handlers running (0-4, '.' none)."""
+    """One line per lane: fetch (F, 2 for two at once), complete (C), handlers running (0-4, '.'
+    none)."""
     columns = int(width_ms / step_ms)
     lanes = {"fetch": [" "] * columns, "complete": [" "] * columns}
     running = [0] * columns
@@ -147,7 +164,9 @@ def picture(
             if kind == "unit":
                 running[column] += 1
             elif kind in lanes:
-                lanes[kind][column] = kind[0].upper()
+                # A second fetch in flight in the same column (two lanes) shows as 2.
+                mark = kind[0].upper()
+                lanes[kind][column] = "2" if lanes[kind][column] == mark and kind == "fetch" else mark
     handlers = "".join(str(min(n, 9)) if n else "." for n in running)
     scale = "".join("|" if i % int(1 / step_ms) == 0 else " " for i in range(columns))
     return "\n".join(
@@ -261,6 +280,7 @@ def main() -> None:
     anything = statements + units
     share = {
         "a fetch in flight": covered(fetches, start, end),
+        "two fetches in flight at once (two lanes)": covered_twice(fetches, start, end),
         "a completion in flight": covered(completes, start, end),
         "a fetch and a completion at once": covered(fetches, start, end)
         + covered(completes, start, end)
