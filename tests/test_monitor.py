@@ -9,6 +9,7 @@ pass claims a queue once MONITOR_INTERVAL_SECONDS (60) have passed since its las
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 import pytest
 
@@ -479,3 +480,88 @@ def test_counters_agree_with_a_recount_over_a_mixed_workload(clock):
         rows("SELECT created_delta, completed_delta, failed_delta FROM {s}.queue WHERE name = 'mixed'")
         == recount
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_monitor_cannot_count_between_a_count_and_its_snapshot(clock):
+    """Every job is in exactly one snapshot when a second monitor's pass lands inside the first's.
+
+    The first monitor's snapshot is held at its insert (a third connection holds the insert's
+    advisory lock, as a slow insert would); meanwhile a second monitor asks for a pass with a
+    claim interval of 0 (as a pass asked for by hand does, or any pass once a count runs longer
+    than the interval). Were the snapshot taken in a transaction of its own, the second count
+    would commit in between and both snapshots would copy its window, leaving the first window's
+    jobs in none (the example project's demo runs such a pass beside its monitor thread).
+    """
+    import threading
+
+    from django.db import connections, transaction
+
+    from django_pgboss import Boss
+    from django_pgboss.plans.queues import advisory_lock
+
+    boss.create_queue("q", retry_limit=0)
+    boss.supervise(["q"])  # starts the window
+    clock.advance(seconds=20)
+    boss.insert("q", [{"data": n} for n in range(3)])
+    boss.complete("q", boss.fetch("q", batch_size=3))
+    clock.advance(seconds=60)  # the first monitor's window holds those 3 jobs
+
+    held, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def hold_the_insert_lock() -> None:
+        try:
+            with transaction.atomic(), connections["default"].cursor() as cursor:
+                cursor.execute(advisory_lock(), {"lock_key": boss.context.lock_key("queue-stats-insert")})
+                held.set()
+                release.wait(60)
+        finally:
+            connections.close_all()
+
+    def monitor(**options) -> None:
+        try:
+            Boss().supervise(["q"], **options)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def waiting_for_advisory_locks() -> int:
+        return rows(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )[0][0]
+
+    holder = threading.Thread(target=hold_the_insert_lock)
+    holder.start()
+    first = threading.Thread(target=monitor)
+    second = threading.Thread(target=monitor, kwargs={"interval_seconds": 0})
+    try:
+        assert held.wait(30)
+        first.start()
+        deadline = time.monotonic() + 30
+        while waiting_for_advisory_locks() < 1:  # the first monitor has counted, not snapshotted
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        # Two more jobs, in the second monitor's window.
+        clock.advance(seconds=5)
+        boss.insert("q", [{"data": n} for n in range(3, 5)])
+        boss.complete("q", boss.fetch("q", batch_size=2))
+        clock.advance(seconds=25)
+        second.start()
+        deadline = time.monotonic() + 30
+        while second.is_alive() and waiting_for_advisory_locks() < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        release.set()
+        for thread in (holder, first, second):
+            if thread.ident is not None:
+                thread.join(30)
+    assert errors == []
+    boss.supervise(["q"], interval_seconds=0)  # counts whatever is left, and trues up
+    # In window order: the window's start, the first monitor's 3 jobs, then the 2 after them.
+    windows = sorted(boss.get_queue_stats("q"), key=lambda p: p.delta_on)
+    history = [(p.created_delta, p.completed_delta) for p in windows]
+    assert history == [(0, 0), (3, 3), (2, 2)]

@@ -231,14 +231,21 @@ def _count(
             cursor.execute(stats_plans.jit_off())
         cursor.execute(stats_plans.cache_queue_stats(schema, table, throughput=persist), params)
         rows = cursor.fetchall()
+        if rows and persist:
+            # The snapshot copies the queue rows the count just wrote, in the count's transaction:
+            # its row locks and its stats try-lock keep every other monitor from claiming and
+            # counting these queues until the copy is taken. Taken in a transaction of its own, a
+            # second monitor's count could commit in between (a claim interval of 0, or a count
+            # slower than the interval), and both snapshots then held that count's window: the
+            # first window's jobs were in no snapshot at all, and the true-up could not find them,
+            # since the duplicated window made the snapshots' sum look complete.
+            cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key("queue-stats-insert")})
+            cursor.execute(stats_plans.insert_queue_stats(schema), {"names": [row[0] for row in rows]})
     if not rows:
         return queues, None  # another monitor held the stats lock and is counting these queues
     report.counted += [row[0] for row in rows]
     report.stats_seconds += max(row[4] for row in rows)
     if persist:
-        with context.atomic(), context.cursor() as cursor:
-            cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key("queue-stats-insert")})
-            cursor.execute(stats_plans.insert_queue_stats(schema), {"names": [row[0] for row in rows]})
         late = [row[0] for row in rows if row[3]]
         if late:
             with context.atomic(), context.cursor() as cursor:
