@@ -336,7 +336,7 @@ class AsyncQueue:
                 if unit is None:
                     return
                 if not announced and self.host.announces():
-                    await loop.run_in_executor(self._announcer, self._announce, unit)
+                    await loop.run_in_executor(self._announcer, self.host.announce, *unit)
                 abandoned = await self._one_unit(loop, unit, executor)
                 if abandoned and executor is not None:
                     # The abandoned coroutine keeps the old thread (and its connection): the
@@ -348,9 +348,6 @@ class AsyncQueue:
                 # The slot's thread keeps its Django connection between jobs; it closes it now.
                 executor.submit(connections.close_all)
                 executor.shutdown(wait=False)
-
-    def _announce(self, unit: Unit) -> None:
-        self.host.announce(*unit)
 
     @staticmethod
     def _executor(name: str) -> _SlotExecutor | None:
