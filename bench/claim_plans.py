@@ -66,6 +66,8 @@ def main() -> None:
     parser.add_argument("--keyed", action="store_true", help="EXPLAIN ANALYZE the keyed policies' claims")
     parser.add_argument("--keys", type=int, help="with --keyed: this many distinct keys (default: one a job)")
     args = parser.parse_args()
+    if args.jobs < 1 or args.batch < 1 or (args.keys is not None and args.keys < 1):
+        parser.error("--jobs, --batch and --keys must be at least 1")
     call_command("migrate", verbosity=0)
     boss = Boss()
     if args.keyed:
