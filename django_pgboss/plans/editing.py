@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from django_pgboss.plans.fragments import lock_id
+from django_pgboss.plans.fragments import lock_id, queue_jobs
 from django_pgboss.plans.jobs import notify_channel
 
 #: The columns update_jobs() can set, by the option that sets them, with the cast its parameter
@@ -147,7 +147,7 @@ def purge_batch(schema: str, table: str, *, which: str, first: bool) -> str:
     ),
     deleted AS (
       DELETE FROM {schema}.{table} j
-      WHERE j.name = %(name)s AND j.id = ANY(ARRAY(SELECT id FROM batch)) AND {condition.format(t="j")}
+      WHERE {queue_jobs("ARRAY(SELECT id FROM batch)", alias="j.")} AND {condition.format(t="j")}
       RETURNING j.id
     )
     SELECT (SELECT id FROM batch ORDER BY id DESC LIMIT 1), (SELECT count(*) FROM batch)::bigint,

@@ -323,11 +323,15 @@ def fetch_jobs(
     if group_concurrency:
         extra_columns += f", j.group_id, j.group_tier, {active} AS active, {group_limit} AS group_limit"
     where = "".join(f"\n          AND {condition}" for condition in conditions)
+    # The candidates' scan compares the name as fragments.queue_jobs() does, and for the same
+    # reason: for a queue the statistics do not know, a plain parameter is expected to match a row
+    # or so, and the planner may then read the queue through the primary key and sort all of it
+    # rather than walk job_i11 in the claim's order and stop at the batch.
     ctes.append(f"""
       next AS (
         SELECT j.id, j.priority, j.created_on{extra_columns}
         FROM {schema}.{table} j
-        WHERE j.name = %(name)s AND j.state < 'active' AND NOT j.blocked {due}{where}
+        WHERE j.name = {fragments.UNSEEN_QUEUE_NAME} AND j.state < 'active' AND NOT j.blocked {due}{where}
         ORDER BY j.priority DESC, j.created_on
         LIMIT %(batch_size)s
         FOR UPDATE OF j SKIP LOCKED
@@ -362,6 +366,7 @@ def fetch_jobs(
     # sequential scan of the whole job table (34 of 66 ms at a batch of 500), where an array keeps
     # every batch size on primary-key probes. A claim leaves priority and created_on as they were,
     # so the row's own values order the batch.
+    claimed_rows = fragments.queue_jobs(f"ARRAY(SELECT id FROM {chosen})", alias="j.")
     # An UPDATE returns rows in no particular order; the outer SELECT hands the batch back in the
     # order it was claimed in.
     return f"""
@@ -372,7 +377,7 @@ def fetch_jobs(
           started_on = {schema}.job_now(),
           heartbeat_on = {schema}.job_now(),
           retry_count = CASE WHEN j.started_on IS NOT NULL THEN j.retry_count + 1 ELSE j.retry_count END
-        WHERE j.name = %(name)s AND j.id = ANY(ARRAY(SELECT id FROM {chosen}))
+        WHERE {claimed_rows}
         RETURNING {returning}, j.priority AS claim_priority, j.created_on AS claim_created_on
       )
     SELECT {", ".join(columns)} FROM claimed ORDER BY claim_priority DESC, claim_created_on

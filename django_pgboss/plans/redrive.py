@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 
+from django_pgboss.plans.fragments import queue_jobs
 from django_pgboss.plans.jobs import JOB_COLUMNS
 from django_pgboss.plans.settle import PARENT_FIRST_USED, parent_first
 
@@ -183,20 +184,18 @@ def redrive(schema: str, table: str) -> str:
     ),
     removed AS (
       DELETE FROM {schema}.{table}
-      WHERE name = %(name)s AND id = ANY(ARRAY(SELECT id FROM settled WHERE moved))
+      WHERE {queue_jobs("ARRAY(SELECT id FROM settled WHERE moved)")}
     ),
     refused AS (
       UPDATE {schema}.{table} j
       SET {_CONFLICT_SET.format(schema=schema)}
       FROM {schema}.queue q
-      WHERE j.name = %(name)s
-        AND j.id = ANY(ARRAY(SELECT id FROM settled WHERE NOT moved))
+      WHERE {queue_jobs("ARRAY(SELECT id FROM settled WHERE NOT moved)", alias="j.")}
         AND q.name = {_destination("j")}
         AND (j.policy IS DISTINCT FROM 'key_strict_fifo' OR j.id IN (
           SELECT DISTINCT ON (m.singleton_key) m.id
           FROM {schema}.{table} m
-          WHERE m.name = %(name)s
-            AND m.id = ANY(ARRAY(SELECT id FROM settled WHERE NOT moved))
+          WHERE {queue_jobs("ARRAY(SELECT id FROM settled WHERE NOT moved)", alias="m.")}
             AND m.policy = 'key_strict_fifo'
           ORDER BY m.singleton_key, m.created_on, m.id
         ))

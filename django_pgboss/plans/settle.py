@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from django_pgboss.plans.fragments import JOB_COLUMNS
+from django_pgboss.plans.fragments import JOB_COLUMNS, queue_jobs
 
 # The attempt fence (pg-boss #925). A worker whose claim lapsed (its heartbeat went stale, the job
 # expired) may still be running when another worker claims the job again. Settling by id and state
@@ -47,7 +47,7 @@ def complete_jobs(schema: str, table: str, *, fenced: bool, include_queued: bool
     WITH results AS (
       UPDATE {schema}.{table}
       SET completed_on = {schema}.job_now(), state = 'completed', output = %(output)s::jsonb{unblock}
-      WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[]) AND {states} {_fence(fenced)}
+      WHERE {queue_jobs()} AND {states} {_fence(fenced)}
       RETURNING id
     )
     {_COUNT}
@@ -80,7 +80,7 @@ def complete_jobs_with_outputs(schema: str, table: str) -> str:
     UPDATE {schema}.{table} j
     SET completed_on = {schema}.job_now(), state = 'completed',
       output = NULLIF(%(records)s::jsonb -> {attempt}, 'null'::jsonb)
-    WHERE j.name = %(name)s AND j.id = ANY(%(ids)s::uuid[]) AND j.state = 'active'
+    WHERE {queue_jobs(alias="j.")} AND j.state = 'active'
       AND %(records)s::jsonb ? {attempt}
     RETURNING j.id
     """
@@ -227,7 +227,7 @@ def fail_jobs(schema: str, table: str, *, fenced: bool, terminal: bool = False, 
     return fail_statement(
         schema,
         table,
-        f"name = %(name)s AND id = ANY(%(ids)s::uuid[]) AND state < 'completed' {_fence(fenced)}",
+        f"{queue_jobs()} AND state < 'completed' {_fence(fenced)}",
         terminal=terminal,
         report=report,
     )
@@ -239,7 +239,7 @@ def cancel_jobs(schema: str, table: str, *, fenced: bool) -> str:
     WITH results AS (
       UPDATE {schema}.{table}
       SET completed_on = {schema}.job_now(), state = 'cancelled'
-      WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[]) AND state < 'completed' {_fence(fenced)}
+      WHERE {queue_jobs()} AND state < 'completed' {_fence(fenced)}
       RETURNING id
     )
     {_COUNT}
@@ -252,7 +252,7 @@ def resume_jobs(schema: str, table: str) -> str:
     WITH results AS (
       UPDATE {schema}.{table}
       SET completed_on = NULL, state = 'created'
-      WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[]) AND state = 'cancelled'
+      WHERE {queue_jobs()} AND state = 'cancelled'
       RETURNING id
     )
     {_COUNT}
@@ -270,7 +270,7 @@ def retry_jobs(schema: str, table: str) -> str:
     WITH results AS (
       UPDATE {schema}.{table}
       SET state = 'retry', retry_limit = LEAST(retry_limit::bigint + 1, 2147483647), completed_on = NULL
-      WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[]) AND state = 'failed'
+      WHERE {queue_jobs()} AND state = 'failed'
       RETURNING id
     )
     {_COUNT}
@@ -282,7 +282,7 @@ def delete_jobs(schema: str, table: str, *, fenced: bool) -> str:
     return f"""
     WITH results AS (
       DELETE FROM {schema}.{table}
-      WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[]) {_fence(fenced)}
+      WHERE {queue_jobs()} {_fence(fenced)}
       RETURNING id
     )
     {_COUNT}
@@ -300,7 +300,7 @@ def touch_jobs(schema: str, table: str, *, fenced: bool) -> str:
     WITH results AS (
       UPDATE {schema}.{table}
       SET heartbeat_on = {schema}.job_now()
-      WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[]) AND state = 'active' {_fence(fenced)}
+      WHERE {queue_jobs()} AND state = 'active' {_fence(fenced)}
       RETURNING id
     )
     {_COUNT}
@@ -315,7 +315,7 @@ def touch_attempts(schema: str, table: str) -> str:
     return f"""
     UPDATE {schema}.{table}
     SET heartbeat_on = {schema}.job_now()
-    WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[]) {ATTEMPT_FENCE}
+    WHERE {queue_jobs()} {ATTEMPT_FENCE}
     RETURNING id
     """
 
@@ -371,7 +371,7 @@ def requeue_jobs(schema: str, table: str, *, started: bool) -> str:
         {charge}
         start_after = {schema}.job_now(),
         heartbeat_on = NULL
-      WHERE j.name = %(name)s AND j.id = ANY(%(ids)s::uuid[]) AND j.state = 'active'
+      WHERE {queue_jobs(alias="j.")} AND j.state = 'active'
         AND (j.id::text || ':' || j.retry_count::text) = ANY(%(attempts)s::text[])
         AND NOT (j.policy = 'stately' AND {taken_retry} AND {taken_created})
       RETURNING j.id
