@@ -48,10 +48,9 @@ def rows_visited(sql: str, params: dict) -> dict[str, int]:
     it visited (returned plus removed by its filter), keyed by "<the table's alias> <the scan's
     index>" (or "<alias> seq")."""
     with transaction.atomic(), connection.cursor() as cursor:
-        sid = transaction.savepoint()
         cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
         (plan,) = cursor.fetchone()
-        transaction.savepoint_rollback(sid)
+        transaction.set_rollback(True)
     if isinstance(plan, str):
         plan = json.loads(plan)
     visited: dict[str, int] = {}
