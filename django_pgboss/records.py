@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import operator
 from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
@@ -12,7 +13,11 @@ from typing import Any
 from django_pgboss.cancellation import JobSignal
 
 
-@dataclass(frozen=True, slots=True)
+# Job has no __slots__, unlike the other records: a fetch builds one per claimed row, and with
+# the field values in the instance's __dict__ (and each default on the class) it can set the
+# columns a statement returned with one dict.update() and leave the rest to the class, rather
+# than set all 38 fields one by one (see jobs_from_cursor() below).
+@dataclass(frozen=True)
 class Job:
     """A job as fetch() claims it, or as get_job_by_id() / find_jobs() read it.
 
@@ -121,18 +126,16 @@ def _job(row: Sequence[Any], positions: list[tuple[int, str]]) -> Job:
 # A fetch builds a Job for every row it claims, and a frozen dataclass's __init__ sets each of
 # Job's 38 fields through object.__setattr__, by keyword, defaults included: about half of what
 # turning a fetched row into a Job cost (bench/README.md, the batch-50 drain). The rows of one
-# statement all have the same columns, so jobs_from_cursor() works out once which slot each column
-# goes to and how it is converted, and sets the slots directly (their descriptors' __set__, what
-# __init__ ends up calling); the fields without a column get their defaults, as __init__ gives
+# statement all have the same columns, so jobs_from_cursor() works out once which field each
+# column is and how it is converted, then for each row puts the columns' values into the new
+# Job's __dict__ with one update() (an itemgetter picks them out of the row); the fields without
+# a column are not set at all and read the class's default, the value __init__ would have given
 # them. The Jobs are the same (tests/test_fetch.py compares the two builders' output).
-_SLOT_SETTERS = {f.name: getattr(Job, f.name).__set__ for f in fields(Job)}
-_SET_SIGNAL = _SLOT_SETTERS.pop("signal")
 _FIELD_DEFAULTS = {f.name: f.default for f in fields(Job) if f.name != "signal"}
-_AS_IS, _AS_TEXT, _AS_JSON = 0, 1, 2
 
-#: A row's build: (slot setter, column position, conversion) per column, and (slot setter,
-#: default) per field without a column.
-_Plan = tuple[list[tuple[Any, int, int]], list[tuple[Any, Any]]]
+#: A row's build: the fields in the order the getter returns their values, the getter, and the
+#: fields to convert (uuids to text, JSON text to values).
+_Plan = tuple[tuple[str, ...], Any, tuple[str, ...], tuple[str, ...]]
 
 
 def _build_plan(positions: list[tuple[int, str]]) -> _Plan | None:
@@ -141,34 +144,31 @@ def _build_plan(positions: list[tuple[int, str]]) -> _Plan | None:
     present = {name for _index, name in positions}
     if any(default is MISSING and name not in present for name, default in _FIELD_DEFAULTS.items()):
         return None
-    steps = [
-        (
-            _SLOT_SETTERS[name],
-            index,
-            _AS_TEXT if name in _UUID_FIELDS else _AS_JSON if name in _JSON_FIELDS else _AS_IS,
-        )
-        for index, name in positions
-    ]
-    absent = [
-        (_SLOT_SETTERS[name], default) for name, default in _FIELD_DEFAULTS.items() if name not in present
-    ]
-    return steps, absent
+    # Every Job has at least its five fields without a default, so the getter returns a tuple.
+    names = tuple(name for _index, name in positions)
+    getter = operator.itemgetter(*(index for index, _name in positions))
+    return (
+        names,
+        getter,
+        tuple(name for name in names if name in _UUID_FIELDS),
+        tuple(name for name in names if name in _JSON_FIELDS),
+    )
 
 
 def _build(row: Sequence[Any], plan: _Plan) -> Job:
-    steps, absent = plan
+    names, getter, uuid_fields, json_fields = plan
     job = object.__new__(Job)
-    for setter, index, conversion in steps:
-        value = row[index]
-        if conversion and value is not None:
-            if conversion == _AS_TEXT:
-                value = str(value)
-            elif isinstance(value, str):
-                value = json.loads(value)
-        setter(job, value)
-    for setter, default in absent:
-        setter(job, default)
-    _SET_SIGNAL(job, JobSignal())
+    values = job.__dict__
+    values.update(zip(names, getter(row), strict=True))
+    for name in uuid_fields:
+        value = values[name]
+        if value is not None:
+            values[name] = str(value)
+    for name in json_fields:
+        value = values[name]
+        if isinstance(value, str):
+            values[name] = json.loads(value)
+    values["signal"] = JobSignal()
     return job
 
 

@@ -360,7 +360,9 @@ def fetch_jobs(
       )""")
         chosen = "within_group_limit"
     columns = JOB_COLUMNS if include_metadata else JOB_MIN_COLUMNS
-    returning = ", ".join(f"j.{column}" for column in columns)
+    # The id comes back as text: a Job's id is a str, and psycopg would otherwise build a UUID
+    # object for each row only for records.py to turn it into text again (about 2 us a row).
+    returning = ", ".join("j.id::text AS id" if column == "id" else f"j.{column}" for column in columns)
     # The chosen ids are handed to the UPDATE as an array rather than joined to it: joined, the
     # planner sizes the CTE from the LIMIT and, from a few hundred rows up, hashes it against a
     # sequential scan of the whole job table (34 of 66 ms at a batch of 500), where an array keeps
