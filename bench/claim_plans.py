@@ -7,9 +7,10 @@ The worker's fetch loop runs its claim with plan_cache_mode = force_generic_plan
 (JobStore.use_generic_plans: PostgreSQL never picks the generic plan of the claim by itself and
 plans it again on every fetch). This fills the peers bench's queue with --jobs waiting jobs, then
 for each variant of plans.jobs.fetch_jobs (6 policies x include_metadata, ignore_start_after,
-priorities, group_concurrency with and without tiers, ignore_groups) prepares it and EXPLAINs it
-at --batch under force_custom_plan and under force_generic_plan, and prints the scans and joins of
-each plan, and whether the two plan modes differ in any of them.
+priorities, group_concurrency counted with and without tiers or probed as a single group,
+ignore_groups: 384 in all) prepares it and EXPLAINs it at --batch under force_custom_plan and
+under force_generic_plan, and prints the scans and joins of each plan, and whether the two plan
+modes differ in any of them.
 
 With --keyed it instead fills one queue of each keyed policy (singleton, stately, key_strict_fifo)
 with --jobs waiting jobs, each its own singleton_key, claims a tenth of each (so the claim has
@@ -89,10 +90,10 @@ def main() -> None:
     connection = raw_connection()
     differ = 0
     variants = itertools.product(
-        ["standard", "short", "singleton", "stately", "exclusive", "key_strict_fifo"], *[[False, True]] * 6
+        ["standard", "short", "singleton", "stately", "exclusive", "key_strict_fifo"], *[[False, True]] * 7
     )
-    for index, (policy, metadata, start_after, priority, groups, tiers, ignore) in enumerate(variants):
-        if tiers and not groups:
+    for index, (policy, metadata, start_after, priority, groups, tiers, single, ignore) in enumerate(variants):
+        if (tiers or single) and not groups or (tiers and single):
             continue
         sql = job_plans.fetch_jobs(
             boss.context.quoted_schema,
@@ -104,6 +105,7 @@ def main() -> None:
             max_priority=priority,
             group_concurrency=groups,
             group_tiers=tiers,
+            single_group=single,
             ignore_groups=ignore,
         )
         names: list[str] = []
@@ -126,7 +128,7 @@ def main() -> None:
             seen[mode] = sorted(set(NODES.findall("\n".join(row[0] for row in plan))))
         same = seen["force_custom_plan"] == seen["force_generic_plan"]
         differ += not same
-        options = f"metadata={metadata} start_after={start_after} priority={priority} groups={groups} tiers={tiers} ignore={ignore}"
+        options = f"metadata={metadata} start_after={start_after} priority={priority} groups={groups} tiers={tiers} single={single} ignore={ignore}"
         print(
             f"{'same' if same else 'DIFFERENT'}  {policy:15} {options}: {', '.join(seen['force_generic_plan'])}"
         )

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
 
 from django_pgboss import InvalidOption, QueueNotFound, boss
 from tests.helpers import job_row, rows
@@ -183,6 +184,31 @@ def test_group_concurrency_caps_active_jobs_per_group(queue):
         "g1": 1,
         "g2": 1,
     }
+
+
+@pytest.mark.parametrize("group_concurrency", [1, {"default": 1}])
+def test_group_concurrency_of_one_claims_one_job_a_group_and_skips_groups_with_one_active(
+    queue, group_concurrency
+):
+    # A limit of 1 without tiers probes each candidate's group for an active job (job_i7) rather
+    # than counting the queue's active jobs by group; what it claims is the same.
+    boss.insert(queue, [{"data": i, "group_id": "busy"} for i in range(3)])
+    (busy,) = boss.fetch(queue, group_concurrency=1)
+    boss.insert(queue, [{"data": i, "group_id": group} for group in ("g1", "g2") for i in range(3)])
+    boss.insert(queue, [{"data": "loose"}, {"data": "loose"}])
+    claimed = boss.fetch(queue, batch_size=20, group_concurrency=group_concurrency)
+    assert Counter(j.group_id for j in claimed) == {"g1": 1, "g2": 1, None: 2}
+    assert boss.fetch(queue, batch_size=20, group_concurrency=group_concurrency) == []
+    # Settling a group's active job opens the group again, for one job.
+    boss.complete(queue, busy)
+    assert [j.group_id for j in boss.fetch(queue, batch_size=20, group_concurrency=1)] == ["busy"]
+    # The claim a limit of 1 runs probes the group; a limit of 2 still counts the active jobs.
+    for limit, counts in ((group_concurrency, False), (2, True)):
+        with CaptureQueriesContext(connection) as queries:
+            boss.fetch(queue, group_concurrency=limit)
+        (claim,) = [q["sql"] for q in queries.captured_queries if "next AS" in q["sql"]]
+        assert ("active_groups AS MATERIALIZED" in claim) is counts
+        assert ("g.group_id = j.group_id" in claim) is not counts
 
 
 def test_group_concurrency_tiers(queue):

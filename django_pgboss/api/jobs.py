@@ -124,6 +124,7 @@ class JobStore:
             max_priority=max_priority is not None,
             group_concurrency=group_concurrency is not None,
             group_tiers=bool(tiers),
+            single_group=group_concurrency is not None and not tiers and params["group_limit"] == 1,
             ignore_groups=bool(ignore_groups),
         )
         try:

@@ -235,6 +235,7 @@ def fetch_jobs(
     max_priority: bool = False,
     group_concurrency: bool = False,
     group_tiers: bool = False,
+    single_group: bool = False,
     ignore_groups: bool = False,
 ) -> str:
     """Claim up to N waiting jobs of one queue: mark them active and return them.
@@ -260,7 +261,10 @@ def fetch_jobs(
       failed job blocks its key until it is retried or deleted.
 
     Group concurrency caps the active jobs per group_id, at the default limit or the limit of the
-    job's group_tier; within a group, candidates are ranked in claim order.
+    job's group_tier; within a group, candidates are ranked in claim order. ``single_group`` is a
+    group_concurrency of 1 without tiers (group_limit 1), the common "one job of a group at a
+    time": a candidate's group is then probed for an active job through job_i7, as pg-boss does,
+    instead of counting every active job of the queue by group first.
     """
     keyed = policy in ("singleton", "stately")
     strict_fifo = policy == "key_strict_fifo"
@@ -304,7 +308,17 @@ def fetch_jobs(
     group_limit = "COALESCE((%(group_tiers)s::jsonb ->> j.group_tier)::int, %(group_limit)s)"
     if not group_tiers:
         group_limit = "%(group_limit)s"
-    if group_concurrency:
+    if group_concurrency and single_group:
+        # One active job closes its group, so whether a group has one is all the claim needs to
+        # know: a probe per candidate (the partial index job_i7 holds exactly the active jobs
+        # with a group), where the count below reads every active job of the queue on every
+        # fetch. Within the batch a group still gets one job (group_rank <= group_limit, 1).
+        active = "0"
+        conditions.append(f"""(j.group_id IS NULL OR NOT EXISTS (
+            SELECT 1 FROM {schema}.{table} g
+            WHERE g.name = j.name AND g.state = 'active' AND g.group_id IS NOT NULL
+              AND g.group_id = j.group_id))""")
+    elif group_concurrency:
         ctes.append(f"""
       active_groups AS MATERIALIZED (
         SELECT COALESCE(jsonb_object_agg(group_id, active), '{{}}'::jsonb) AS counts
@@ -393,7 +407,7 @@ def use_generic_plans() -> str:
     tenth of the queue; so PostgreSQL never picks it and plans the claim anew on every fetch
     (pg_prepared_statements: 0 generic, 39 custom plans in 39 fetches), about a third of a
     millisecond of server CPU each time. The generic plan has the same scans and joins as the
-    custom one in each of the claim's 288 variants (bench/README.md).
+    custom one in each of the claim's 384 variants (bench/claim_plans.py).
     """
     return "SET plan_cache_mode = force_generic_plan"
 
