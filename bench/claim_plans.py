@@ -12,6 +12,12 @@ ignore_groups: 384 in all) prepares it and EXPLAINs it at --batch under force_cu
 under force_generic_plan, and prints the scans and joins of each plan, and whether the two plan
 modes differ in any of them.
 
+With --groups ACTIVE it instead fills one queue with ACTIVE active jobs of as many groups and
+--jobs waiting ones, and EXPLAIN ANALYZEs the group_concurrency=1 claim both ways: probing each
+candidate's group (what a limit of 1 runs) and counting the active jobs by group (any other limit).
+
+    DATABASE_URL=... .venvs/py3.11-Django__5.2/bin/python bench/claim_plans.py --groups 10000
+
 With --keyed it instead fills one queue of each keyed policy (singleton, stately, key_strict_fifo)
 with --jobs waiting jobs, each its own singleton_key, claims a tenth of each (so the claim has
 active jobs to probe), and runs the claim of --batch under EXPLAIN ANALYZE in a rolled-back
@@ -66,13 +72,22 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--keyed", action="store_true", help="EXPLAIN ANALYZE the keyed policies' claims")
     parser.add_argument("--keys", type=int, help="with --keyed: this many distinct keys (default: one a job)")
+    parser.add_argument(
+        "--groups",
+        type=int,
+        metavar="ACTIVE",
+        help="EXPLAIN ANALYZE a group_concurrency=1 claim, probed and counted, with ACTIVE grouped jobs active",
+    )
     args = parser.parse_args()
-    if args.jobs < 1 or args.batch < 1 or (args.keys is not None and args.keys < 1):
-        parser.error("--jobs, --batch and --keys must be at least 1")
+    if args.jobs < 1 or args.batch < 1 or any(v is not None and v < 1 for v in (args.keys, args.groups)):
+        parser.error("--jobs, --batch, --keys and --groups must be at least 1")
     call_command("migrate", verbosity=0)
     boss = Boss()
     if args.keyed:
         keyed_claims(boss, args.jobs, args.batch, args.keys or args.jobs)
+        return
+    if args.groups:
+        group_claims(boss, args.jobs, args.batch, args.groups)
         return
     if boss.get_queue(QUEUE) is None:
         boss.create_queue(QUEUE)
@@ -92,8 +107,10 @@ def main() -> None:
     variants = itertools.product(
         ["standard", "short", "singleton", "stately", "exclusive", "key_strict_fifo"], *[[False, True]] * 7
     )
-    for index, (policy, metadata, start_after, priority, groups, tiers, single, ignore) in enumerate(variants):
-        if (tiers or single) and not groups or (tiers and single):
+    for index, (policy, metadata, start_after, priority, groups, tiers, single, ignore) in enumerate(
+        variants
+    ):
+        if ((tiers or single) and not groups) or (tiers and single):
             continue
         sql = job_plans.fetch_jobs(
             boss.context.quoted_schema,
@@ -175,6 +192,64 @@ def keyed_claims(boss: Boss, jobs: int, batch: int, keys: int) -> None:
         execution = re.search(r"Execution Time: ([\d.]+) ms", text)
         nodes = sorted(set(KEYED_NODES.findall(text)))
         print(f"{policy:15} {execution.group(1) if execution else '?':>9} ms: {', '.join(nodes)}")
+
+
+def group_claims(boss: Boss, jobs: int, batch: int, active: int) -> None:
+    """A queue with ``active`` active jobs, each of its own group, and ``jobs`` waiting: every
+    other one in one of those active groups, the rest in 2,000 idle groups. Then a claim of
+    ``batch`` at group_concurrency=1, probed (single_group, what the API runs) and counted (the
+    statement any other limit runs), each EXPLAIN ANALYZEd three times, alternating, rolled back."""
+    admin = raw_connection()
+    admin.execute(f"TRUNCATE {TABLE}")
+    queue = "grouped"
+    if boss.get_queue(queue) is None:
+        boss.create_queue(queue)
+    for start in range(0, active, 1000):
+        boss.insert(
+            queue, [{"data": {}, "group_id": f"a{i}"} for i in range(start, min(start + 1000, active))]
+        )
+    while boss.fetch(queue, batch_size=1000):
+        pass
+    for start in range(0, jobs, 1000):
+        boss.insert(
+            queue,
+            [
+                {"data": {}, "group_id": f"a{i % active}" if i % 2 else f"g{i % 2000}"}
+                for i in range(start, min(start + 1000, jobs))
+            ],
+        )
+    settle_table(admin)
+    print(
+        f"{active} active jobs, each its own group, and {jobs} waiting; a claim of {batch} at group_concurrency=1"
+    )
+    table = boss.context.route(queue).table
+    for _ in range(3):
+        for single in (True, False):
+            sql = job_plans.fetch_jobs(
+                boss.context.quoted_schema,
+                table,
+                policy="standard",
+                group_concurrency=True,
+                single_group=single,
+            )
+            admin.execute("BEGIN")
+            plan = admin.execute(
+                "EXPLAIN (ANALYZE) " + sql, {"name": queue, "batch_size": batch, "group_limit": 1}
+            ).fetchall()
+            admin.execute("ROLLBACK")
+            text = "\n".join(row[0] for row in plan)
+            execution = re.search(r"Execution Time: ([\d.]+) ms", text)
+            claimed = re.search(r"CTE Scan on claimed .*rows=(\d+) loops", text)
+            nodes = sorted(set(GROUP_NODES.findall(text)))
+            print(
+                f"{'probed' if single else 'counted':8} {execution.group(1) if execution else '?':>9} ms, "
+                f"{claimed.group(1) if claimed else '?'} claimed: {', '.join(nodes)}"
+            )
+
+
+GROUP_NODES = re.compile(
+    r"(Seq Scan on \w+ \w+|Index (?:Only )?Scan using \w+ on \w+ \w+|SubPlan \d+|HashAggregate)"
+)
 
 
 if __name__ == "__main__":
