@@ -13,6 +13,9 @@ environment, so the same command measures it on and off:
   PEERS_TRANSACTIONAL=1   @work(..., transactional=True)
   PEERS_PER_JOB_RESULTS=1 @work(..., batch=True, per_job_results=True): the handler gets the
                           fetch's jobs and returns a JobResult.completed(job, output) for each
+  PEERS_BATCH=1           @work(..., batch=True): the handler gets the fetch's jobs and returns
+                          None, so all of them complete together, as pg-boss's work() hands its
+                          handler the array of a fetch (its side of the bench)
   PEERS_METRICS_PORT=N    pgboss_work --metrics-port N (bench/peers.py adds it; the [metrics] extra)
   PEERS_TRACING=1         OpenTelemetry's SDK TracerProvider, always-on sampling, recording every
                           span into a BatchSpanProcessor whose exporter drops them (the [tracing]
@@ -42,6 +45,7 @@ accepted = inspect.signature(work).parameters
 for variable, option in (
     ("PEERS_TRANSACTIONAL", "transactional"),
     ("PEERS_PER_JOB_RESULTS", "per_job_results"),
+    ("PEERS_BATCH", "batch"),
 ):
     if os.environ.get(variable):
         if option not in accepted:
@@ -87,6 +91,12 @@ if os.environ.get("PEERS_ASYNC"):
 
     @work(QUEUE, **options)
     async def noop_async(job: Any) -> None:
+        return None
+
+elif options.get("batch") and not options.get("per_job_results"):
+
+    @work(QUEUE, **options)
+    def noop_batch(jobs: list[Any]) -> None:
         return None
 
 elif os.environ.get("PEERS_PER_JOB_RESULTS"):
