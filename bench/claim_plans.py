@@ -156,6 +156,9 @@ KEYED_POLICIES = ("singleton", "stately", "key_strict_fifo")
 KEYED_NODES = re.compile(
     r"(Seq Scan on \w+ \w+|Index (?:Only )?Scan using \w+ on \w+ \w+|Nested Loop Anti Join)"
 )
+GROUP_NODES = re.compile(
+    r"(Seq Scan on \w+ \w+|Index (?:Only )?Scan using \w+ on \w+ \w+|SubPlan \d+|HashAggregate)"
+)
 
 
 def keyed_claims(boss: Boss, jobs: int, batch: int, keys: int) -> None:
@@ -245,11 +248,6 @@ def group_claims(boss: Boss, jobs: int, batch: int, active: int) -> None:
                 f"{'probed' if single else 'counted':8} {execution.group(1) if execution else '?':>9} ms, "
                 f"{claimed.group(1) if claimed else '?'} claimed: {', '.join(nodes)}"
             )
-
-
-GROUP_NODES = re.compile(
-    r"(Seq Scan on \w+ \w+|Index (?:Only )?Scan using \w+ on \w+ \w+|SubPlan \d+|HashAggregate)"
-)
 
 
 if __name__ == "__main__":

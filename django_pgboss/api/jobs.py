@@ -99,9 +99,11 @@ class JobStore:
         if min_priority is not None and max_priority is not None and min_priority > max_priority:
             raise InvalidOption(f"min_priority {min_priority} is above max_priority {max_priority}")
         tiers = None
+        single_group = False
         if group_concurrency is not None:
             limit, tiers = arguments.group_limits(group_concurrency)
             params["group_limit"] = limit
+            single_group = limit == 1 and not tiers
             if tiers:
                 params["group_tiers"] = to_json(tiers, "group_concurrency tiers")
         if ignore_groups is not None:
@@ -124,7 +126,7 @@ class JobStore:
             max_priority=max_priority is not None,
             group_concurrency=group_concurrency is not None,
             group_tiers=bool(tiers),
-            single_group=group_concurrency is not None and not tiers and params["group_limit"] == 1,
+            single_group=single_group,
             ignore_groups=bool(ignore_groups),
         )
         try:
