@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import datetime
+import zoneinfo
+
 import pytest
 from django.db import DataError, connection, transaction
 from django.db.transaction import TransactionManagementError
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from django_pgboss import boss
+from django_pgboss.models import Job as JobRow
 
 pytestmark = pytest.mark.django_db
 
@@ -45,3 +50,51 @@ def test_a_transaction_broken_by_an_error_refuses_further_statements(queue):
         with pytest.raises(TransactionManagementError):
             boss.send(queue, {"n": 1})
         transaction.set_rollback(True)
+
+
+TIMESTAMPS = ("start_after", "created_on", "started_on", "heartbeat_on", "keep_until")
+
+
+def fetched_and_stored(queue: str):
+    """A job fetched with its metadata, and the same row as Django's ORM reads it."""
+    boss.send(queue, {"n": 1})
+    (job,) = boss.fetch(queue, include_metadata=True)
+    return job, JobRow.objects.get(id=job.id)
+
+
+def test_timestamps_are_the_orms_under_use_tz(queue):
+    # Under USE_TZ with the database's TIME_ZONE unset, our statements load timestamptz with
+    # psycopg's own loader (db/cursors.py); what comes out is what the ORM returns: aware
+    # datetimes in datetime.timezone.utc.
+    job, row = fetched_and_stored(queue)
+    for name in TIMESTAMPS:
+        ours, orms = getattr(job, name), getattr(row, name)
+        assert ours == orms, name
+        assert ours.tzinfo is datetime.UTC and orms.tzinfo is datetime.UTC, name
+
+
+def test_timestamps_are_the_orms_without_use_tz(queue):
+    with override_settings(USE_TZ=False):
+        job, row = fetched_and_stored(queue)
+        for name in TIMESTAMPS:
+            ours, orms = getattr(job, name), getattr(row, name)
+            assert ours == orms and ours.tzinfo is None, name
+
+
+def test_timestamps_are_the_orms_in_the_databases_time_zone(queue):
+    # A TIME_ZONE in DATABASES: Django sets the session's time zone to it and returns datetimes
+    # in it, and so do our statements.
+    del connection.timezone, connection.timezone_name
+    connection.settings_dict["TIME_ZONE"] = "Asia/Kolkata"
+    try:
+        connection.ensure_timezone()
+        job, row = fetched_and_stored(queue)
+        for name in TIMESTAMPS:
+            ours, orms = getattr(job, name), getattr(row, name)
+            assert ours == orms, name
+            assert ours.tzinfo == orms.tzinfo == zoneinfo.ZoneInfo("Asia/Kolkata"), name
+            assert ours.utcoffset() == orms.utcoffset(), name
+    finally:
+        connection.settings_dict["TIME_ZONE"] = None
+        del connection.timezone, connection.timezone_name
+        connection.ensure_timezone()
