@@ -26,7 +26,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.management import CommandError, call_command
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.test import override_settings
 from django.utils import timezone
 
@@ -48,7 +48,6 @@ from django_pgboss.tasks.compat import (
     task_started,
 )
 from django_pgboss.tasks.registrations import task_registrations
-from django_pgboss.worker import core as worker_module
 from django_pgboss.worker.runner import Worker
 from tests.conftest import database_url
 from tests.helpers import count_jobs, job_row, rows, schema_sql
@@ -127,14 +126,15 @@ def test_a_burst_worker_runs_every_retry_even_when_the_settler_is_faster_than_th
     # A handler thread's bookkeeping after a job used to run after it handed the result to the
     # settler: a settle that came first left the queue counted as unsettled for ever (the burst
     # never ended), or let the retry be claimed before the old attempt left in_flight (the burst
-    # ended with the retry still running). A slow close_old_connections() widens that window.
-    real = worker_module.close_old_connections
+    # ended with the retry still running). A slow close of old connections widens that window.
+    wrapper_class = type(connections["default"])
+    real = wrapper_class.close_if_unusable_or_obsolete
 
-    def slow_close_old_connections():
-        real()
+    def slow_close_if_unusable_or_obsolete(self):
+        real(self)
         time.sleep(0.3)
 
-    monkeypatch.setattr(worker_module, "close_old_connections", slow_close_old_connections)
+    monkeypatch.setattr(wrapper_class, "close_if_unusable_or_obsolete", slow_close_if_unusable_or_obsolete)
     result = tasks.fail_always.enqueue("every attempt")
     thread = threading.Thread(target=work_tasks, daemon=True)
     thread.start()

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import close_old_connections, connections
+from django.db import connections
 
 from django_pgboss import signals
 from django_pgboss.api.boss import Boss
@@ -268,11 +268,27 @@ class WorkerCore:
         self._stopping.wait(delay)
 
 
+#: Each thread's Django connection objects, one per alias, for close_old_connections_quietly().
+_thread = threading.local()
+
+
 def close_old_connections_quietly() -> None:
-    """close_old_connections(), whose failure (a broken connection that will not even close) must
-    not end a handler thread: the next query reconnects."""
+    """What Django's close_old_connections() does, for this thread: close each of its connections
+    that is unusable or past CONN_MAX_AGE. A failure (a broken connection that will not even
+    close) must not end a handler thread: the next query reconnects.
+
+    Django's function finds the thread's connections through its connection handler, two
+    thread-local lookups per alias (about 5 us with one alias, bench/README.md), and a handler
+    thread calls it after every job. A thread's connection object of an alias is made once and
+    kept for the thread's life (closing a connection keeps the object), so they are looked up
+    here once per thread; an object that never connected has nothing to close.
+    """
     try:
-        close_old_connections()
+        wrappers = _thread.__dict__.get("connections")
+        if wrappers is None:
+            wrappers = _thread.connections = [connections[alias] for alias in connections]
+        for wrapper in wrappers:
+            wrapper.close_if_unusable_or_obsolete()
     except Exception:
         logger.warning("closing an old database connection failed", exc_info=True)
 

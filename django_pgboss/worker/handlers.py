@@ -55,8 +55,13 @@ class HandlerThreads(WorkerCore):
                     return
                 self._current[thread] = unit
                 self._run_handler(*unit)
-                with self._lock:
-                    detached = self._detached.pop(thread, None)
+                # Looked at without the lock first, since almost no unit is detached: a thread
+                # is detached (under the lock) only while its unit runs, and _release_unit()
+                # took the lock since, so a detach of this unit is seen here either way.
+                detached = None
+                if thread in self._detached:
+                    with self._lock:
+                        detached = self._detached.pop(thread, None)
                 if detached is not None:
                     # Its unit was settled at the deadline and another thread took its place.
                     if detached.abandoned:
@@ -234,7 +239,10 @@ class HandlerThreads(WorkerCore):
                 job_ids(jobs),
                 name,
             )
-        state.wake.set()
+        # Set only when it is not: each set takes the event's lock, and the fetch loop clears it
+        # once per wait, so in a batch only the first unit to end finds it clear.
+        if not state.wake.is_set():
+            state.wake.set()
         if self.max_jobs is not None and self._claimed_total >= self.max_jobs:
             self._stop_when_idle()
 
