@@ -276,11 +276,14 @@ class JobStore:
             records.append(f'"{job_id}:{retry_count}":{encoded or "null"}')
         context = self.context
         with context.cursor() as cursor:
+            # The ids go as one array literal, which the statement casts to uuid[]: canonical
+            # uuids need no quoting in it, and psycopg then dumps one string where a list of
+            # them cost it about 2 us an id (bench/README.md). They come back as text likewise.
             cursor.execute(
                 settle_plans.complete_jobs_with_outputs(context.quoted_schema, context.route(name).table),
-                {"records": "{" + ",".join(records) + "}", "name": name, "ids": ids},
+                {"records": "{" + ",".join(records) + "}", "name": name, "ids": "{" + ",".join(ids) + "}"},
             )
-            return [str(row[0]) for row in cursor.fetchall()]
+            return [row[0] for row in cursor.fetchall()]
 
     def requeue(self, name: str, jobs: Sequence[Job], *, started: bool, output: Any = None) -> list[str]:
         """Put active jobs back in the queue without charging an attempt; returns the ids put back.

@@ -59,8 +59,9 @@ def complete_jobs_with_outputs(schema: str, table: str) -> str:
     """Complete a batch of active jobs, each with its own output, fenced to each job's attempt.
 
     Parameters: records (a JSON object whose keys are the attempts, 'id:retry_count', and whose
-    values are the outputs), name, and ids (the ids again, as an array). This is the worker's
-    settle: one statement for every job its handlers finished since the last flush.
+    values are the outputs), name, and ids (the ids again, as an array; the worker passes its
+    text, as JobStore.complete_each says why). This is the worker's settle: one statement for
+    every job its handlers finished since the last flush. The ids come back as text.
 
     The id array finds the rows through the primary key, and each row looks its own attempt up
     in the object: a key that is missing is an attempt that is not the job's any more (the fence),
@@ -82,7 +83,7 @@ def complete_jobs_with_outputs(schema: str, table: str) -> str:
       output = NULLIF(%(records)s::jsonb -> {attempt}, 'null'::jsonb)
     WHERE {queue_jobs(alias="j.")} AND j.state = 'active'
       AND %(records)s::jsonb ? {attempt}
-    RETURNING j.id
+    RETURNING j.id::text
     """
 
 
