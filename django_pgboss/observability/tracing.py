@@ -71,13 +71,32 @@ def _tracer() -> Any:
     return _tracers[0]
 
 
+_provider_seen: list[bool] = []
+
+
 def _active() -> bool:
     """True once a tracer provider is set. Until then the API's spans are no-ops, and skipping
     them, with the attributes and contexts built for them, leaves an installed but unconfigured
-    API one call per helper (bench/README.md, "Observability")."""
-    return not isinstance(
+    API one call per helper (bench/README.md, "Observability").
+
+    The API's global provider is set once for good, so once one is found it is remembered. Until
+    then each call asks the API, which looks the environment up for a provider to load (about
+    2 us): the worker asks once per fetch (active()) rather than once per job.
+    """
+    if _provider_seen:
+        return True
+    if isinstance(
         otel_trace.get_tracer_provider(), (otel_trace.ProxyTracerProvider, otel_trace.NoOpTracerProvider)
-    )
+    ):
+        return False
+    _provider_seen.append(True)
+    return True
+
+
+def active() -> bool:
+    """True when the OpenTelemetry API is installed and a tracer provider is set: the helpers
+    record spans. The worker reads it once per fetch and hands it to process_span()."""
+    return otel_trace is not None and _active()
 
 
 def _version() -> str | None:
@@ -278,12 +297,18 @@ def _job_parent(jobs: Sequence[Job], attributes: dict[str, Any]) -> tuple[Any, l
     return None, links
 
 
-def process_span(queue: str, jobs: Sequence[Job]) -> AbstractContextManager[Any]:
+def process_span(
+    queue: str, jobs: Sequence[Job], *, traced: bool | None = None
+) -> AbstractContextManager[Any]:
     """A CONSUMER span around one handler call with ``jobs`` (one job, or a batch).
 
     A handler that raises leaves its exception recorded on the span, and the span's status an error.
+    ``traced`` is active() as the caller read it (the worker, when it fetched the jobs); None
+    reads it now.
     """
-    if otel_trace is None or not _active():
+    if traced is None:
+        traced = active()
+    if not traced:
         return _NOTHING
     attributes = _attributes(queue, "process", "process", len(jobs))
     parent, links = _job_parent(jobs, attributes)

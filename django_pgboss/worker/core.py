@@ -116,6 +116,9 @@ class QueueState:
         # pg-boss's wip readings (Worker.snapshot()), as time.time() moments: one attribute write
         # each, on the path they time.
         self.last_fetched_at: float | None = None
+        # Whether spans were recorded when the queue last fetched (tracing.active()): its jobs'
+        # handler spans follow it.
+        self.traced = False
         self.last_job_started_at: float | None = None
         self.last_job_ended_at: float | None = None
         self.last_error: BaseException | None = None

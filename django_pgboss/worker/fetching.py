@@ -67,7 +67,10 @@ class FetchLoops(WorkerCore):
                 # away by _database_trouble() and Django opens a fresh one on the next fetch.
                 with self._lock:
                     ignore = self._groups_at_capacity(state)
-                fetch_started = tracing.now()
+                # Whether spans are recorded, read once a fetch: the fetch's span and its jobs'
+                # handler spans follow it (tracing.active() says why not once a job).
+                traced = tracing.active()
+                fetch_started = tracing.now() if traced else 0
                 self.jobs.use_generic_plans()
                 jobs = self.jobs.fetch(
                     name,
@@ -79,7 +82,8 @@ class FetchLoops(WorkerCore):
                     ignore_groups=ignore,
                 )
                 state.last_fetched_at = time.time()
-                if jobs:
+                state.traced = traced
+                if jobs and traced:
                     # Only a fetch that claimed jobs gets a span: an idle queue polls every
                     # polling_interval_seconds, and a span per empty poll would bury the rest.
                     tracing.record_fetch(name, fetch_started, len(jobs))

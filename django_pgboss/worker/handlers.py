@@ -129,7 +129,7 @@ class HandlerThreads(WorkerCore):
         try:
             try:
                 # The span records what the handler raised, and the error status, as it passes.
-                with tracing.process_span(name, jobs):
+                with tracing.process_span(name, jobs, traced=state.traced):
                     if registration.transactional:
                         # The handler and the completion in one transaction
                         # (worker/transactional.py): nothing for the settler unless the run
