@@ -78,7 +78,7 @@ class _StatementCursor:
             if raw.prepare_threshold is None:
                 raw.prepare_threshold = PREPARE_THRESHOLD
             cursor = psycopg.Cursor(raw)
-            _load_timestamps_as_django_does(cursor, timezone)
+            load_timestamps_as_django_does(cursor, timezone)
             cached = (raw, cursor, _LeanCursor(connection, cursor), timezone)
             cursors[self._alias] = cached
         if connection.execute_wrappers or connection.queries_logged:
@@ -100,7 +100,7 @@ class _StatementCursor:
                 raise missing from exc_info[1]
 
 
-def _load_timestamps_as_django_does(cursor: psycopg.Cursor, timezone: datetime.tzinfo | None) -> None:
+def load_timestamps_as_django_does(cursor: psycopg.Cursor, timezone: datetime.tzinfo | None) -> None:
     """Have ``cursor`` load timestamptz values as Django's own cursors would, the fast way if it can.
 
     Django loads every timestamptz through a Python subclass of psycopg's loader that replaces
