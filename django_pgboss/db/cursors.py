@@ -113,7 +113,11 @@ def load_timestamps_as_django_does(cursor: psycopg.Cursor, timezone: datetime.tz
     loader, registered here as Django registers it on its own cursors when the connection's was
     made for another time zone.
     """
-    if timezone is datetime.UTC and cursor.connection.info.parameter_status("TimeZone") == "UTC":
+    if (
+        _NATIVE_TIMESTAMPTZ_LOADER is not None
+        and timezone is datetime.UTC
+        and cursor.connection.info.parameter_status("TimeZone") == "UTC"
+    ):
         cursor.adapters.register_loader(_TIMESTAMPTZ_OID, _NATIVE_TIMESTAMPTZ_LOADER)
         return
     registered = cursor.connection.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
