@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 
@@ -277,6 +278,68 @@ def test_eight_connections_claim_ten_thousand_jobs_exactly_once():
     # Each connection did real work: SKIP LOCKED let them claim side by side.
     assert sum(1 for ids in claimed if ids) >= 2
     assert rows("SELECT state, count(*) FROM {s}.job GROUP BY state") == [("active", 10_000)]
+    connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_claims_racing_edits_of_the_waiting_jobs_claim_each_job_once_and_lose_none():
+    # The claim's UPDATE reaches its rows by the tuple ids its candidates' scan locked
+    # (plans.jobs.fetch_jobs). Editors updating waiting jobs meanwhile move those rows to new
+    # versions: a claim may then find a candidate's newer version, or skip it for a later fetch,
+    # but must never claim a job twice, lose one, or hand out a row it did not update.
+    boss.create_queue("race")
+    ids = boss.insert("race", [{"data": {"n": n}} for n in range(4_000)], return_ids=True)
+    claimed: list[list[tuple[str, object]]] = [[] for _ in range(4)]
+    edits = [0, 0]
+    errors: list[BaseException] = []
+    claiming = threading.Event()
+    start = threading.Barrier(6)
+
+    def claimer(slot: int) -> None:
+        try:
+            start.wait()
+            while jobs := boss.fetch("race", batch_size=25):
+                claimed[slot].extend((job.id, job.data) for job in jobs)
+        except BaseException as exc:  # reported to the test thread below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def editor(slot: int) -> None:
+        try:
+            start.wait()
+            # From the newest job back: the claims take the oldest first, so these are still
+            # waiting, and the two fronts meet while both run.
+            position = len(ids) - 1 - slot
+            while claiming.is_set() and position >= 0:
+                result = boss.update("race", {"n": -1, "edited": True}, id=ids[position])
+                edits[slot] += result.updated
+                position -= 2
+        except BaseException as exc:  # reported to the test thread below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    claiming.set()
+    claimers = [threading.Thread(target=claimer, args=(slot,)) for slot in range(4)]
+    editors = [threading.Thread(target=editor, args=(slot,)) for slot in range(2)]
+    for thread in claimers + editors:
+        thread.start()
+    for thread in claimers:
+        thread.join(timeout=120)
+    claiming.clear()
+    for thread in editors:
+        thread.join(timeout=30)
+    assert errors == []
+    assert sum(edits) > 0, "no edit landed while the claims ran"
+    every = [job_id for pairs in claimed for job_id, _data in pairs]
+    assert sorted(every) == sorted(ids)
+    # What each claim returned is the row it made active: the job's data as it stands now.
+    stored = {job_id: json.loads(data) for job_id, data in rows("SELECT id::text, data::text FROM {s}.job")}
+    for pairs in claimed:
+        for job_id, data in pairs:
+            assert data == stored[job_id]
+    assert rows("SELECT state, count(*) FROM {s}.job GROUP BY state") == [("active", 4_000)]
     connection.close()
 
 
