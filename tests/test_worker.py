@@ -362,6 +362,32 @@ def test_one_fetch_fills_every_idle_thread_at_batch_size_one_and_claims_no_more(
     assert states() == {"completed": 6}
 
 
+@pytest.mark.parametrize(("max_age", "connections_seen"), [(0, 3), (60, 1)])
+def test_a_handler_threads_connection_is_closed_after_each_job_as_conn_max_age_says(
+    monkeypatch, max_age, connections_seen
+):
+    # Django's request rule: after each unit of work close the connection if it is past
+    # CONN_MAX_AGE (0: at once) or unusable; the worker's handler threads keep it (their own
+    # lookup of the thread's connections, worker/core.py), so one thread's three jobs use three
+    # backends under CONN_MAX_AGE = 0 and one under a longer age.
+    from django.db import connections
+
+    monkeypatch.setitem(connections["default"].settings_dict, "CONN_MAX_AGE", max_age)
+    boss.create_queue("pids")
+    boss.insert("pids", [{"data": {"n": n}} for n in range(3)])
+    backends: list[int] = []
+
+    def handler(job):
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backends.append(cursor.fetchone()[0])
+
+    Worker([Registration("pids", handler, concurrency=1, batch_size=1)], burst=True).run()
+    assert states() == {"completed": 3}
+    assert len(backends) == 3
+    assert len(set(backends)) == connections_seen
+
+
 def test_a_queue_claiming_ahead_keeps_to_its_concurrency_and_never_delays_another_queue():
     boss.create_queue("ahead")
     boss.create_queue("other")
