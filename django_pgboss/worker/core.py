@@ -286,10 +286,16 @@ def close_old_connections_quietly() -> None:
     kept for the thread's life (closing a connection keeps the object), so they are looked up
     here once per thread; an object that never connected has nothing to close.
     """
+    wrappers = _thread.__dict__.get("connections")
+    if wrappers is None:
+        wrappers = _thread.connections = []
+        for alias in connections:
+            try:
+                wrappers.append(connections[alias])
+            except Exception:
+                # An alias whose backend cannot even be loaded never has a connection to close.
+                logger.debug("database alias %r has no usable backend", alias, exc_info=True)
     try:
-        wrappers = _thread.__dict__.get("connections")
-        if wrappers is None:
-            wrappers = _thread.connections = [connections[alias] for alias in connections]
         for wrapper in wrappers:
             wrapper.close_if_unusable_or_obsolete()
     except Exception:
