@@ -104,8 +104,8 @@ def load_timestamps_as_django_does(cursor: psycopg.Cursor, timezone: datetime.tz
     """Have ``cursor`` load timestamptz values as Django's own cursors would, the fast way if it can.
 
     Django loads every timestamptz through a Python subclass of psycopg's loader that replaces
-    the value's tzinfo with the connection's time zone: about 9 us a value where psycopg's own
-    loader takes about 1 (bench/README.md), and a fetch returns one or, with its metadata,
+    the value's tzinfo with the connection's time zone: about 8 us a value where psycopg's own
+    loader takes under 1 (bench/worker_overheads.py), and a fetch returns one or, with its metadata,
     seven of them per job. Under USE_TZ with the database's TIME_ZONE unset, Django's time zone
     is UTC and it sets the session's TimeZone to UTC; psycopg's own loader then returns the same
     value, an aware datetime whose tzinfo is datetime.timezone.utc, so that loader is used. Any

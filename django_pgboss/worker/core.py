@@ -281,7 +281,7 @@ def close_old_connections_quietly() -> None:
     close) must not end a handler thread: the next query reconnects.
 
     Django's function finds the thread's connections through its connection handler, two
-    thread-local lookups per alias (about 5 us with one alias, bench/README.md), and a handler
+    thread-local lookups per alias (about 4 us with one alias, bench/worker_overheads.py), and a handler
     thread calls it after every job. A thread's connection object of an alias is made once and
     kept for the thread's life (closing a connection keeps the object), so they are looked up
     here once per thread; an object that never connected has nothing to close.
