@@ -68,16 +68,17 @@ def main() -> None:
     conn = raw_connection()
     conn.prepare_threshold = 0
     params = {"name": QUEUE, "batch_size": args.batch}
-    timings: dict[str, list[float]] = {label: [] for label in statements()}
+    claims = statements()
+    timings: dict[str, list[float]] = {label: [] for label in claims}
     for _ in range(args.repeats):
-        for label, sql in statements().items():
+        for label, sql in claims.items():
             started = time.perf_counter()
             claimed = conn.execute(sql, params).fetchall()
             timings[label].append(time.perf_counter() - started)
             conn.rollback()
             if len(claimed) != args.batch:
                 raise SystemExit(f"{label}: claimed {len(claimed)} jobs, not {args.batch}")
-    for label, sql in statements().items():
+    for label, sql in claims.items():
         plan = [row[0] for row in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params).fetchall()]
         conn.rollback()
         scan = next(line.strip() for line in plan if "on job_common j_1" in line and "Scan" in line)

@@ -70,7 +70,7 @@ class FetchLoops(WorkerCore):
                 # Whether spans are recorded, read once a fetch: the fetch's span and its jobs'
                 # handler spans follow it (tracing.active() says why not once a job).
                 traced = tracing.active()
-                fetch_started = tracing.now() if traced else 0
+                fetch_started = tracing.now()
                 self.jobs.use_generic_plans()
                 jobs = self.jobs.fetch(
                     name,
