@@ -95,14 +95,21 @@ class PgBossSettings:
         return {**DEFAULTS, **user}
 
     def __getattr__(self, name: str) -> Any:
+        # Reached only for a name not yet in the instance's __dict__: the first read after a
+        # (re)load. The values are then copied into __dict__, so every later read is a plain
+        # attribute lookup: a send reads three of them, and this method cost 0.6 us a read.
         if name not in DEFAULTS:
             raise AttributeError(f"settings.PGBOSS has no key {name!r}")
-        if self._cache is None:
-            self._cache = self._load()
-        return self._cache[name]
+        cache = self._cache
+        if cache is None:
+            cache = self._cache = self._load()
+            self.__dict__.update(cache)
+        return cache[name]
 
     def reload(self) -> None:
         """Forget the cached values; the next read sees the current settings."""
+        for name in DEFAULTS:
+            self.__dict__.pop(name, None)
         self._cache = None
 
 

@@ -243,3 +243,26 @@ def test_an_exception_whose_message_holds_a_nul_keeps_its_message():
     assert output["message"] == "bad \\u0000 byte \\udc80"
     assert "bad \\u0000 byte" in output["traceback"]
     assert json.loads(wire.to_json(output, "output"))["message"] == output["message"]
+
+
+def test_random_uuid_text_is_a_canonical_version_4_uuid_of_122_random_bits():
+    drawn = [wire.random_uuid_text() for _ in range(20_000)]
+    assert len(set(drawn)) == len(drawn)
+    for text in drawn[:2_000]:
+        value = uuid.UUID(text)
+        assert str(value) == text  # canonical: lowercase, hyphenated 8-4-4-4-12
+        assert (value.version, value.variant) == (4, uuid.RFC_4122)
+    # Every bit outside the version's 4 and the variant's 2 takes both values across the draws;
+    # those 6 always read 0100 and 10.
+    all_bits = (1 << 128) - 1
+    fixed = (0xF << 76) | (0x3 << 62)
+    set_in_some = 0
+    set_in_all = all_bits
+    for text in drawn:
+        bits = uuid.UUID(text).int
+        set_in_some |= bits
+        set_in_all &= bits
+    assert set_in_some | fixed == all_bits
+    assert set_in_all & ~fixed == 0
+    assert set_in_all == (0x4 << 76) | (0x2 << 62)
+    assert set_in_some & fixed == set_in_all & fixed

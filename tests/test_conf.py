@@ -44,6 +44,17 @@ def test_override_settings_is_seen_at_once_and_undone_after():
     assert original == pgboss_settings.SCHEMA
 
 
+def test_a_key_an_override_leaves_out_is_back_to_its_default():
+    # Each value read is kept on the settings object; a setting change must drop every one of them,
+    # including those the new settings no longer name.
+    with override_settings(PGBOSS={"SCHEMA": "pgboss", "WARNING_QUEUE_SIZE": 5, "PERSIST_WARNINGS": True}):
+        assert (pgboss_settings.WARNING_QUEUE_SIZE, pgboss_settings.PERSIST_WARNINGS) == (5, True)
+        with override_settings(PGBOSS={"SCHEMA": "pgboss"}):
+            assert pgboss_settings.WARNING_QUEUE_SIZE == 10_000
+            assert pgboss_settings.PERSIST_WARNINGS is False
+        assert pgboss_settings.WARNING_QUEUE_SIZE == 5
+
+
 def test_unknown_key_is_named():
     with (
         override_settings(PGBOSS={"SCHEMA": "x", "RETRY": 3}),

@@ -161,7 +161,8 @@ class JobSender:
         """
         context = self.context
         schema = context.quoted_schema
-        in_transaction = context.in_atomic_block
+        connection = context.connection()
+        in_transaction = connection.in_atomic_block
         for attempt in (1, 2):
             route = context.route(name)
             # Inside the caller's transaction a refused row must not abort it, so there a statement
@@ -203,7 +204,7 @@ class JobSender:
                 stale = STALE_TABLE_SQLSTATES
                 fetch_ids = returning or route.notify
             try:
-                with context.cursor() as cursor:
+                with context.cursor(connection) as cursor:
                     cursor.execute(sql, params)
                     if fetch_ids:
                         ids = [str(row[0]) for row in cursor.fetchall()]

@@ -18,6 +18,7 @@ import threading
 from typing import Any
 
 from django.db import connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.cursors import statement_cursor
@@ -90,16 +91,23 @@ class DatabaseContext:
 
     # -- statements ------------------------------------------------------------------------------
 
-    def cursor(self) -> Any:
+    def cursor(self, connection: BaseDatabaseWrapper | None = None) -> Any:
         """A context manager giving a cursor on Django's connection for this alias (db/cursors.py).
 
-        A statement that fails because this schema's objects do not exist raises SchemaNotInstalled
-        ("the pgboss schema is not installed in database ...: run manage.py migrate pgboss")."""
-        return statement_cursor(self.using, self)
+        ``connection``: the calling thread's connection for this alias, when the caller already
+        holds it (see connection()). A statement that fails because this schema's objects do not
+        exist raises SchemaNotInstalled ("the pgboss schema is not installed in database ...: run
+        manage.py migrate pgboss")."""
+        return statement_cursor(self.using, self, connection)
 
     def atomic(self) -> Any:
         """``transaction.atomic`` on this alias: a transaction, or a savepoint inside the caller's."""
         return transaction.atomic(using=self.using)
+
+    def connection(self) -> BaseDatabaseWrapper:
+        """The calling thread's Django connection for this alias (``connections[using]``), for a
+        caller that asks it more than one thing in one call (send(): in_atomic_block, a cursor)."""
+        return connections[self.using]
 
     @property
     def in_atomic_block(self) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.postgresql.psycopg_any import register_tzloader
 from psycopg.pq import Format
 
@@ -36,29 +37,36 @@ _TIMESTAMPTZ_OID = psycopg.adapters.types["timestamptz"].oid
 _NATIVE_TIMESTAMPTZ_LOADER = psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
 
 
-def statement_cursor(alias: str, context: Any = None) -> _StatementCursor:
+def statement_cursor(
+    alias: str, context: Any = None, connection: BaseDatabaseWrapper | None = None
+) -> _StatementCursor:
     """A context manager giving a Django cursor wrapper for one of django_pgboss's statements on
     connection ``alias``.
 
     ``context`` (a DatabaseContext) names the schema the statements address: an error saying an
     object of that schema does not exist becomes SchemaNotInstalled (db/installed.py).
+    ``connection`` is ``connections[alias]`` when the caller has just looked it up on this thread
+    (the lookup, through asgiref's Local, is a microsecond or more of every send).
     """
-    return _StatementCursor(alias, context)
+    return _StatementCursor(alias, context, connection)
 
 
 class _StatementCursor:
     """statement_cursor()'s context manager: a class rather than a generator, because every send
     and fetch enters one and a generator-based context manager costs several times as much."""
 
-    __slots__ = ("_alias", "_context", "_plain")
+    __slots__ = ("_alias", "_connection", "_context", "_plain")
 
-    def __init__(self, alias: str, context: Any = None) -> None:
+    def __init__(
+        self, alias: str, context: Any = None, connection: BaseDatabaseWrapper | None = None
+    ) -> None:
         self._alias = alias
         self._context = context
+        self._connection = connection
         self._plain: Any = None
 
     def __enter__(self) -> Any:
-        connection = connections[self._alias]
+        connection = self._connection if self._connection is not None else connections[self._alias]
         if not pgboss_settings.PREPARED_STATEMENTS:
             self._plain = connection.cursor()
             return self._plain.__enter__()

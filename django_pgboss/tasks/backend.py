@@ -74,7 +74,7 @@ from django_pgboss.tasks.compat import (
 from django_pgboss.tasks.history import History, lost_error, padded, return_value
 from django_pgboss.tasks.runners import AsyncTaskRunner, TaskHandler, TaskRunner
 from django_pgboss.tasks.task_classes import TASK_JOB_OPTIONS, PgBossTask, UnresolvedTask, unresolved
-from django_pgboss.wire import to_json
+from django_pgboss.wire import random_uuid_text, to_json
 from django_pgboss.worker.registry import Registration, validated
 
 #: PgBossTask, UnresolvedTask and TASK_JOB_OPTIONS live in tasks/task_classes.py; this module
@@ -217,7 +217,7 @@ class PgBossBackend(BaseTaskBackend):
         data and its send() options (its id is the result's). Raises as enqueue() does before
         anything is written; tasks/flows.py sends several at once through boss.flow()."""
         self.validate_task(task)
-        job_id = str(uuid.uuid4())
+        job_id = random_uuid_text()
         try:
             # TaskResult turns the arguments into JSON types (tuples into lists ...) or raises.
             result: TaskResult[Any, Any] = TaskResult(
