@@ -1,7 +1,7 @@
 """pg-boss's events as Django signals.
 
 pg-boss's objects are event emitters (``boss.on('warning', ...)``, ``'error'``, ``'wip'``,
-``'stopped'``); in Django the same news travels as signals. Each signal below is sent from the
+``'stopped'``, ``'bam'``, ``'flow'``); in Django the same news travels as signals. Each signal below is sent from the
 process that saw the event (a worker's events from that worker's process, a monitor's warnings
 from that monitor's), after the fact it reports is stored, so a receiver that reads the database
 sees what the signal says. Connect receivers as with any Django signal, typically in an
@@ -37,7 +37,9 @@ from django.dispatch import Signal
 logger = logging.getLogger("django_pgboss.signals")
 
 __all__ = [
+    "bam_status_changed",
     "error_raised",
+    "flow_resolved",
     "has_receivers",
     "job_cancelled",
     "job_completed",
@@ -111,6 +113,28 @@ warning_raised = Signal()
 #: interrupted, e.g. ``"fetching from emails"``, ``"listening on <channel>"``) and ``instance``
 #: (the Worker, Monitor or NotifyListener).
 error_raised = Signal()
+
+
+#: A command of the ``bam`` table (an index build a pg-boss migration queued, monitor/bam.py) changed
+#: status in this monitor's bam pass: pg-boss's ``bam`` event. Sent from the monitor's thread:
+#: ``"in_progress"`` once the command is claimed, before it runs (a command handed back at a stop
+#: sends nothing); ``"completed"`` once that mark has committed; ``"failed"`` after its failure was
+#: recorded (or could not be, when the failure took the connection: the row then stays
+#: in_progress and the next claim takes it back), after the ``error_raised`` for the same error.
+#: ``sender``: Monitor. Arguments: ``id`` (the row's id), ``name`` (the command's name), ``status``,
+#: ``queue`` (the queue the command is for; None for one on a shared table), ``table`` (the job
+#: table it builds on), ``error`` (the failure's text; None unless failed), ``instance`` (the
+#: Monitor), ``using`` (the database alias) and ``schema`` (the pg-boss schema).
+bam_status_changed = Signal()
+
+#: The monitor's flow pass resolved completed parents of one job table: pg-boss's ``flow`` event.
+#: Sent from the monitor's thread after each batch that resolved any (up to FLOW_BATCH_SIZE
+#: parents, each batch its own transaction) has committed, so a pass over a large backlog sends
+#: several. ``sender``: Monitor. Arguments: ``table`` (the job table, as ``queue.table_name`` names
+#: it: ``job_common`` or a partitioned queue's own), ``resolved`` (how many completed parents the
+#: batch resolved, each unblocking its children whose other parents are done), ``instance`` (the
+#: Monitor), ``using`` and ``schema``.
+flow_resolved = Signal()
 
 
 def has_receivers(signal: Signal) -> bool:

@@ -51,12 +51,40 @@ def index(name: str) -> tuple | None:
     return found[0] if found else None
 
 
+class Heard:
+    """A receiver of bam_status_changed and error_raised, keeping what each said in order, with the
+    command's status in the table when a bam_status_changed came."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def bam(self, sender, **kwargs):
+        (stored,) = rows("SELECT status::text FROM {s}.bam WHERE id = %s", [kwargs["id"]])[0]
+        fields = ("instance", "name", "status")
+        after = ("queue", "table", "error", "using", "schema")
+        self.events.append((sender, *(kwargs[f] for f in fields), stored, *(kwargs[f] for f in after)))
+
+    def error(self, sender, **kwargs):
+        self.events.append(("error_raised", str(kwargs["error"])))
+
+    def __enter__(self) -> Heard:
+        signals.bam_status_changed.connect(self.bam)
+        signals.error_raised.connect(self.error)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        signals.bam_status_changed.disconnect(self.bam)
+        signals.error_raised.disconnect(self.error)
+
+
 def test_pending_commands_are_built_by_one_pass_and_marked_completed():
     enqueue("job_i90", "CREATE INDEX CONCURRENTLY IF NOT EXISTS job_i90 ON {s}.job (name, created_on)")
     enqueue("job_i91", "CREATE INDEX CONCURRENTLY IF NOT EXISTS job_i91 ON {s}.job (name, start_after)", 44)
     assert [(s.status, s.count) for s in boss.get_bam_status()] == [("pending", 2)]
 
-    report = Monitor(cron=False).build_indexes()
+    monitor = Monitor(cron=False)
+    with Heard() as heard:
+        report = monitor.build_indexes()
 
     assert (
         report.claimed
@@ -74,8 +102,18 @@ def test_pending_commands_are_built_by_one_pass_and_marked_completed():
     (first, second) = boss.get_bam_entries()
     assert (first.version, second.version) == (43, 44)
     assert first.completed_on is not None and first.started_on is not None and first.queue is None
+    # pg-boss's bam event, as a signal, each sent after the status it reports was stored.
+    where = ("job_common", None, "default", pgboss_settings.SCHEMA)
+    assert heard.events == [
+        (Monitor, monitor, "job_i90", "in_progress", "in_progress", None, *where),
+        (Monitor, monitor, "job_i90", "completed", "completed", None, *where),
+        (Monitor, monitor, "job_i91", "in_progress", "in_progress", None, *where),
+        (Monitor, monitor, "job_i91", "completed", "completed", None, *where),
+    ]
     # The gate (version.bam_on) is taken: a second monitor's pass within the interval does nothing.
-    assert not Monitor(cron=False).build_indexes().claimed
+    with Heard() as heard:
+        assert not Monitor(cron=False).build_indexes().claimed
+    assert heard.events == []
 
 
 def test_an_invalid_stub_left_by_an_interrupted_build_is_dropped_and_rebuilt(queue):
@@ -136,7 +174,8 @@ def test_a_failing_command_is_marked_failed_with_its_error_and_the_pass_goes_on(
     monitor = Monitor(cron=False)
     signals.error_raised.connect(receiver)
     try:
-        report = monitor.build_indexes()
+        with Heard() as heard:
+            report = monitor.build_indexes()
     finally:
         signals.error_raised.disconnect(receiver)
 
@@ -149,6 +188,18 @@ def test_a_failing_command_is_marked_failed_with_its_error_and_the_pass_goes_on(
     ((sender, doing, message, instance),) = received
     assert (sender, doing, instance) == (Monitor, "a background index build", monitor)
     assert "no_such_column" in message
+    # The command's bam events, its failure's error_raised coming before the one that says failed,
+    # with the error's text as stored.
+    (claimed, (kind, failure), failed, *others) = heard.events
+    assert kind == "error_raised" and "no_such_column" in failure
+    assert [e[2:5] for e in (claimed, failed, *others)] == [
+        ("job_i94", "in_progress", "in_progress"),
+        ("job_i94", "failed", "failed"),
+        ("job_i90", "in_progress", "in_progress"),
+        ("job_i90", "completed", "completed"),
+    ]
+    assert failed[7] == error
+    assert [e[7] for e in (claimed, *others)] == [None, None, None]
     # The failed command waits for the next pass; then it is tried again, and fails again.
     (started,) = rows("SELECT started_on FROM {s}.bam WHERE name = 'job_i94'")
     again = monitor.build_indexes(gated=False)

@@ -13,6 +13,7 @@ import re
 
 import pytest
 
+from django_pgboss import signals
 from django_pgboss.api.boss import Boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.monitor import Monitor
@@ -62,10 +63,29 @@ def test_the_builds_pg_boss_left_pending_are_built_by_our_monitor(empty_database
 
         # The gate is the one pg-boss stamped; cleared, as once its interval has passed.
         rows("UPDATE {s}.version SET bam_on = NULL")
-        report = Monitor(cron=False).build_indexes()
+        events = []
+
+        def on_bam(sender, **kwargs):
+            events.append((kwargs["id"], kwargs["name"], kwargs["status"], kwargs["queue"], kwargs["table"]))
+
+        signals.bam_status_changed.connect(on_bam)
+        try:
+            report = Monitor(cron=False).build_indexes()
+        finally:
+            signals.bam_status_changed.disconnect(on_bam)
 
         assert report.failed == {}
         assert len(report.completed) == len(pending)
+        # pg-boss's bam event for each command, with its fields (id, name, status, queue, table), one
+        # command at a time: in_progress, then completed. The two partitioned queues' commands name
+        # their queue, job_common's none.
+        assert [status for _, _, status, _, _ in events] == ["in_progress", "completed"] * len(pending)
+        assert events[0::2] == [(i, n, "in_progress", q, t) for i, n, _, q, t in events[1::2]]
+        assert sorted(events[1::2], key=str) == sorted(
+            ((str(e.id), e.name, "completed", e.queue, e.table) for e in pending), key=str
+        )
+        queues = {e.queue for e in pending}
+        assert None in queues and len(queues) == 3
         node = run_pgboss("bam", pgboss_settings.SCHEMA)
         assert [(s["status"], s["count"]) for s in node["status"]] == [("completed", len(pending))]
         assert {e["status"] for e in node["entries"]} == {"completed"}

@@ -18,7 +18,10 @@ from django_pgboss import (
     QueueNotFound,
     UnknownFlowRef,
     boss,
+    signals,
 )
+from django_pgboss.api.boss import Boss
+from django_pgboss.conf import pgboss_settings
 from django_pgboss.monitor.runner import Monitor
 from django_pgboss.plans import flows as flow_plans
 from tests.helpers import job_row, pgboss_settings_with, rows
@@ -49,6 +52,32 @@ def run_one(name: str, output=None) -> str:
     (job,) = boss.fetch(name)
     assert boss.complete(name, job, output) == 1
     return job.id
+
+
+class FlowsHeard:
+    """A receiver of flow_resolved keeping what each signal said, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def receive(self, sender, **kwargs):
+        self.events.append(
+            (
+                sender,
+                kwargs["instance"],
+                kwargs["table"],
+                kwargs["resolved"],
+                kwargs["using"],
+                kwargs["schema"],
+            )
+        )
+
+    def __enter__(self) -> FlowsHeard:
+        signals.flow_resolved.connect(self.receive)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        signals.flow_resolved.disconnect(self.receive)
 
 
 def edge_count() -> int:
@@ -270,7 +299,7 @@ def test_two_parents_completing_in_one_pass_unblock_their_child_once(queues):
     assert flow_columns(ids["archive"]) == ("created", False, False, 0)
 
 
-def test_the_resolver_drains_more_than_one_batch(queues):
+def test_the_resolver_drains_more_than_one_batch(queues, django_capture_on_commit_callbacks):
     n = flow_plans.FLOW_BATCH_SIZE + 5
     jobs = [FlowJob(f"p{i}", "charge") for i in range(n)] + [
         FlowJob("last", "archive", depends_on=[f"p{i}" for i in range(n)])
@@ -278,8 +307,15 @@ def test_the_resolver_drains_more_than_one_batch(queues):
     ids = boss.flow(jobs)
     assert flow_columns(ids["last"]) == ("created", True, False, n)
     rows("UPDATE {s}.job SET state = 'completed' WHERE name = 'charge'")
-    assert boss.resolve_flow() == n
+    with FlowsHeard() as heard, django_capture_on_commit_callbacks(execute=True):
+        assert boss.resolve_flow() == n
     assert flow_columns(ids["last"]) == ("created", False, False, 0)
+    # pg-boss's flow event, once per batch that resolved parents.
+    where = ("default", pgboss_settings.SCHEMA)
+    assert heard.events == [
+        (Boss, boss, "job_common", flow_plans.FLOW_BATCH_SIZE, *where),
+        (Boss, boss, "job_common", 5, *where),
+    ]
 
 
 def test_complete_with_include_queued_releases_a_blocked_job_itself(queues):
@@ -349,11 +385,13 @@ def test_retention_deletes_a_stuck_child_and_maintenance_its_edges(queues):
     assert boss.get_dependents("email", ids["email"]) == []
 
 
-def test_the_monitors_flow_pass_is_gated_across_monitors(queues):
+def test_the_monitors_flow_pass_is_gated_across_monitors(queues, django_capture_on_commit_callbacks):
     boss.flow(ORDER)
     run_one("charge")
     first, second = Monitor(cron=False), Monitor(cron=False)
-    assert first.resolve_flows().claimed
+    with FlowsHeard() as heard, django_capture_on_commit_callbacks(execute=True):
+        assert first.resolve_flows().claimed
+    assert heard.events == [(Monitor, first, "job_common", 1, "default", pgboss_settings.SCHEMA)]
     # Within FLOW_INTERVAL_SECONDS of the first pass no other monitor runs one.
     assert not second.resolve_flows().claimed
     assert second.resolve_flows(gated=False).claimed
@@ -404,7 +442,7 @@ def test_flow_graph_stops_at_its_edge_limit_and_says_so(queues):
     assert len(graph.nodes) == 7 and len(graph.edges) == 6 and not graph.truncated
 
 
-def test_a_flow_into_notify_and_partitioned_queues(queues):
+def test_a_flow_into_notify_and_partitioned_queues(queues, django_capture_on_commit_callbacks):
     boss.create_queue("loud", notify=True)
     boss.create_queue("own", partition=True)
     ids = boss.flow(
@@ -415,5 +453,27 @@ def test_a_flow_into_notify_and_partitioned_queues(queues):
     assert boss.resolve_flow(["loud"]) == 1
     run_one("own")
     # Resolved from the partitioned queue's own table; its child is in job_common.
-    assert boss.resolve_flow(["own"]) == 1
+    with FlowsHeard() as heard, django_capture_on_commit_callbacks(execute=True):
+        assert boss.resolve_flow(["own"]) == 1
     assert flow_columns(ids["c"]) == ("created", False, False, 0)
+    (table,) = rows("SELECT table_name FROM {s}.queue WHERE name = 'own'")[0]
+    assert table != "job_common" and [e[2:4] for e in heard.events] == [(table, 1)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_flow_resolved_is_sent_when_the_callers_transaction_commits_and_never_when_it_rolls_back(queues):
+    boss.flow(ORDER)
+    run_one("charge")
+    with FlowsHeard() as heard:
+        with pytest.raises(RuntimeError), transaction.atomic():
+            assert boss.resolve_flow() == 1
+            raise RuntimeError("the caller changes its mind")
+        assert heard.events == []
+        with transaction.atomic():
+            assert boss.resolve_flow() == 1
+            assert heard.events == []
+        assert [e[2:4] for e in heard.events] == [("job_common", 1)]
+        # In autocommit, once the batch's own transaction has committed.
+        run_one("email")
+        assert boss.resolve_flow() == 1
+        assert [e[2:4] for e in heard.events] == [("job_common", 1), ("job_common", 1)]

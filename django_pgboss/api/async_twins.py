@@ -369,7 +369,7 @@ class AsyncTwins:
         return await _twin(self, "get_flow")(name, job_id)
 
     async def aresolve_flow(self, queues: Iterable[str] | None = None) -> int:
-        """Async :meth:`Boss.resolve_flow`: Run a flow pass now (pg-boss's resolveFlow()): unblock the children of every completed parent of ``queues`` (default all) whose other parents completed too. The monitor runs one every PGBOSS["FLOW_INTERVAL_SECONDS"]; this one skips that cadence. Returns how many completed parents were resolved."""
+        """Async :meth:`Boss.resolve_flow`: Run a flow pass now (pg-boss's resolveFlow()): unblock the children of every completed parent of ``queues`` (default all) whose other parents completed too. The monitor runs one every PGBOSS["FLOW_INTERVAL_SECONDS"]; this one skips that cadence. Returns how many completed parents were resolved. Each batch that resolved any sends signals.flow_resolved (sender Boss), as pg-boss's resolveFlow() emits its ``flow`` event."""
         return await _twin(self, "resolve_flow")(queues)
 
     async def aredrive(

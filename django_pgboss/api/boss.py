@@ -533,8 +533,9 @@ class Boss(AsyncTwins):
         """Run a flow pass now (pg-boss's resolveFlow()): unblock the children of every completed
         parent of ``queues`` (default all) whose other parents completed too. The monitor runs one
         every PGBOSS["FLOW_INTERVAL_SECONDS"]; this one skips that cadence. Returns how many
-        completed parents were resolved."""
-        return self._flows.resolve(None if queues is None else list(queues))
+        completed parents were resolved. Each batch that resolved any sends signals.flow_resolved
+        (sender Boss), as pg-boss's resolveFlow() emits its ``flow`` event."""
+        return self._flows.resolve(None if queues is None else list(queues), sender=type(self), instance=self)
 
     # -- dead letters --------------------------------------------------------------------------
 

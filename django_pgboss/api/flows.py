@@ -9,14 +9,16 @@ written (:func:`check_flow`), then inserted in one transaction, a savepoint insi
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DatabaseError
+from django.db import DatabaseError, transaction
 
+from django_pgboss import signals
 from django_pgboss.api.queues import require_dead_letter
 from django_pgboss.arguments import integer, job_payload, uuid_text
 from django_pgboss.arguments import queue_name as validate_queue_name
@@ -433,8 +435,16 @@ class FlowStore:
 
     # -- resolving ------------------------------------------------------------------------------
 
-    def resolve(self, queues: Sequence[str] | None = None) -> int:
-        """See Boss.resolve_flow(). Returns how many completed parents were resolved."""
+    def resolve(
+        self, queues: Sequence[str] | None = None, *, sender: Any = None, instance: Any = None
+    ) -> int:
+        """See Boss.resolve_flow(). Returns how many completed parents were resolved.
+
+        Each batch that resolved any sends signals.flow_resolved from ``sender`` with ``instance``
+        (the Monitor's class and the Monitor for its pass, Boss for resolve_flow()) once it has
+        committed (inside a caller's transaction: when that commits), as pg-boss's navigator emits
+        its ``flow`` event per batch.
+        """
         context = self.context
         schema = context.quoted_schema
         with context.cursor() as cursor:
@@ -443,9 +453,10 @@ class FlowStore:
             else:
                 names = [validate_queue_name(q, "queue") for q in queues]
                 cursor.execute(maintenance_plans.queue_tables(schema, by_name=True), {"names": names})
-            tables = [(quote_job_table(table), list(names)) for table, names in cursor.fetchall()]
+            tables = [(table, list(names)) for table, names in cursor.fetchall()]
         resolved = 0
-        for table, names in tables:
+        for table_name, names in tables:
+            table = quote_job_table(table_name)
             sql = flow_plans.resolve_flow_jobs(schema, table)
             for start in range(0, len(names), CHUNK_SIZE):
                 chunk = names[start : start + CHUNK_SIZE]
@@ -461,6 +472,21 @@ class FlowStore:
                         logger.info("flow pass: table %s was dropped during the pass; skipped", table)
                         break
                     resolved += count
+                    if count:
+                        # At once in autocommit; inside a caller's transaction, when it commits.
+                        transaction.on_commit(
+                            functools.partial(
+                                signals.send,
+                                signals.flow_resolved,
+                                sender,
+                                table=table_name,
+                                resolved=count,
+                                instance=instance,
+                                using=context.using,
+                                schema=context.schema,
+                            ),
+                            using=context.using,
+                        )
                     if count < flow_plans.FLOW_BATCH_SIZE:
                         break
         return resolved

@@ -6,6 +6,8 @@ finished by whichever running instance builds them. Every PGBOSS["BAM_INTERVAL_S
 claims the cluster-wide gate (version.bam_on, the column pg-boss's runner stamps) and, when it wins
 it, builds the commands one at a time: claim one (plans/bam.py says how two claims never take the
 same row), heal what an interrupted earlier attempt left, run it, mark it completed or failed.
+Each step is sent as signals.bam_status_changed (pg-boss's ``bam`` event): in_progress when
+claimed, then completed or failed.
 
 Each command runs on the monitor's connection in autocommit, outside any transaction block (where
 PostgreSQL refuses CONCURRENTLY); a pass asked for inside the caller's transaction does nothing. A
@@ -95,6 +97,7 @@ class BamRunner:
                 self._release(entry)
                 break
             tried.add(entry["id"])
+            self._status(entry, "in_progress")
             self._build(entry, report)
         return report
 
@@ -142,6 +145,7 @@ class BamRunner:
             logger.info(
                 "bam: built %s on %s (version %s)", entry["name"], entry["table_name"], entry["version"]
             )
+            self._status(entry, "completed")
         except DatabaseError as exc:
             error = str(exc).strip()
             report.failed[(entry["name"], entry["table_name"])] = error
@@ -157,6 +161,24 @@ class BamRunner:
                 logger.error("bam: could not mark %s failed: %s", entry["name"], mark_exc)
                 self._signal(mark_exc)
             self._signal(exc)
+            self._status(entry, "failed", error)
+
+    def _status(self, entry: dict[str, Any], status: str, error: str | None = None) -> None:
+        # pg-boss's bam event, with its fields: the command's row id, name, the status it took, the
+        # queue and the job table it is for, and the failure's text.
+        signals.send(
+            signals.bam_status_changed,
+            self.sender,
+            id=str(entry["id"]),
+            name=entry["name"],
+            status=status,
+            queue=entry["queue"],
+            table=entry["table_name"],
+            error=error,
+            instance=self.instance,
+            using=self.context.using,
+            schema=self.context.schema,
+        )
 
     def _signal(self, exc: BaseException) -> None:
         signals.send(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django_pgboss.api.flows import FlowStore
 from django_pgboss.db.context import DatabaseContext
@@ -31,15 +32,25 @@ class FlowReport:
 
 
 class FlowResolver:
-    """The flow pass over one database context, for ``queues`` (default every queue)."""
+    """The flow pass over one database context, for ``queues`` (default every queue). Each batch
+    that resolved parents sends signals.flow_resolved from ``sender`` with ``instance`` (the
+    Monitor's class and the Monitor)."""
 
     def __init__(
-        self, context: DatabaseContext, queues: Sequence[str] | None, interval_seconds: float
+        self,
+        context: DatabaseContext,
+        queues: Sequence[str] | None,
+        interval_seconds: float,
+        *,
+        sender: Any = None,
+        instance: Any = None,
     ) -> None:
         self.context = context
         self.queues = None if queues is None else list(queues)
         self.interval_seconds = interval_seconds
         self.store = FlowStore(context)
+        self.sender = sender
+        self.instance = instance
 
     def run_pass(self, *, gated: bool = True) -> FlowReport:
         """One flow pass; ``gated`` (the loop's) only when no monitor ran one within the interval."""
@@ -53,7 +64,7 @@ class FlowResolver:
                 if cursor.fetchone() is None:
                     return report
         report.claimed = True
-        report.resolved = self.store.resolve(self.queues)
+        report.resolved = self.store.resolve(self.queues, sender=self.sender, instance=self.instance)
         if report.resolved:
             logger.debug("flow pass: %d completed parent(s) resolved", report.resolved)
         return report

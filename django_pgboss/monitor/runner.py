@@ -72,7 +72,7 @@ class Monitor:
                 unit="second",
             )
         )
-        self.flows = FlowResolver(self.context, self.queues, flow_interval)
+        self.flows = FlowResolver(self.context, self.queues, flow_interval, sender=type(self), instance=self)
         self.on_flow = on_flow
         self._stop = threading.Event()
         bam_interval = float(
