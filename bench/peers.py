@@ -133,7 +133,7 @@ SYSTEMS = ("ceiling", "django_pgboss", "pg-boss", "pgqueuer")
 #: pgqueuer's driver per workload, the faster of the two asyncpg ones in each drain (bench/README.md,
 #: "pgqueuer's options"); --pgqueuer-driver gives every workload one.
 PGQUEUER_DRIVERS = {"insert": "asyncpg", "send": "asyncpg", "drain-1": "asyncpg", "drain-50": "asyncpg-pool"}
-#: --variant LABEL=VAR=VALUE[,VAR=VALUE]: more django_pgboss drains, one capability switched on.
+#: --variant LABEL=VAR=VALUE[,VAR=VALUE]: more django_pgboss runs, another checkout or one capability switched on.
 VARIANTS: dict[str, dict[str, str]] = {}
 
 
@@ -274,6 +274,33 @@ def boss_drain(batch_size: int, variant: dict[str, str] | None = None) -> None:
         raise SystemExit(f"pgboss_work exited with {done.returncode}: {done.stderr[-2000:]}")
 
 
+def variant_enqueue(workload: str, jobs: int, variant: dict[str, str]) -> tuple[float, float]:
+    """A variant's insert or send: boss_insert() or boss_send() of its checkout's own bench/peers.py
+    (PEERS_SOURCE, default this one), in a child process that imports that checkout's django_pgboss,
+    with the peers' settings. Returns the seconds the child's loop took, timed as in this process,
+    and the child's CPU seconds over that call (its start-up, a few hundred ms that vary by more
+    than a send's whole CPU, is left out this way rather than subtracted)."""
+    source = variant.get("PEERS_SOURCE", str(REPO_ROOT))
+    env = {**os.environ, **variant, "PYTHONPATH": source, "DJANGO_SETTINGS_MODULE": "bench.peers_settings"}
+    function = "boss_insert" if workload == "insert" else "boss_send"
+    code = (
+        "import sys, time; from bench import peers; cpu = time.process_time(); "
+        f"seconds = peers.{function}(int(sys.argv[1])); print(seconds, time.process_time() - cpu)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(jobs)],
+        env=env,
+        cwd=source,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the {workload} of {source} exited with {done.returncode}: {done.stderr[-2000:]}")
+    seconds, cpu = done.stdout.split()[-2:]
+    return float(seconds), float(cpu)
+
+
 # -- pg-boss (Node) -------------------------------------------------------------------------------
 
 
@@ -339,20 +366,30 @@ def server_cpu(admin: psycopg.Connection) -> float:
     data_directory = admin.execute("SHOW data_directory").fetchone()[0]
     postmaster = int(Path(data_directory, "postmaster.pid").read_text().split()[0])
     ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue  # exited since the listing
-        pid, ppid = int(entry.name), int(fields[1])
-        if pid == postmaster:
-            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-        elif ppid == postmaster:
-            total += int(fields[11]) + int(fields[12])
-    return total / ticks
+
+    def stat(pid: int | str) -> list[str]:
+        # The fields of /proc/<pid>/stat after the command name: [0] state, [1] ppid, [11] utime,
+        # [12] stime, [13] cutime, [14] cstime (clock ticks).
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+
+    # A child reaped while the listing is read would be counted nowhere: its /proc entry gone, its
+    # time not yet in the postmaster's cutime read before it. The run's own backend, closed a
+    # moment before, is reaped in just that window often enough (the ceiling's send read 0 us a
+    # job in some rounds), so the listing is read again until no child was reaped during it.
+    while True:
+        own = stat(postmaster)
+        children = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or entry.name == str(postmaster):
+                continue
+            try:
+                fields = stat(entry.name)
+            except OSError:
+                continue  # exited since the listing
+            if int(fields[1]) == postmaster:
+                children += int(fields[11]) + int(fields[12])  # a zombie still shows its own times
+        if stat(postmaster)[13:15] == own[13:15]:
+            return (sum(int(f) for f in own[11:15]) + children) / ticks
 
 
 STARTUP_CPU: dict[str, float] = {}
@@ -361,8 +398,10 @@ STARTUP_CPU: dict[str, float] = {}
 def startup_cpu(system: str, workload: str) -> float:
     """The client CPU of starting and stopping a child process with nothing to do (its imports,
     Django's set-up and checks, Node's pool), taken off each of its runs: it is no job's cost.
-    The ceiling, and django_pgboss's and pgqueuer's enqueues, run in this process: nothing to take off."""
-    if system == "ceiling" or (system in ("django_pgboss", "pgqueuer") and workload in ("insert", "send")):
+    The ceiling, and django_pgboss's and pgqueuer's enqueues, run in this process, and a variant's
+    enqueue reports the CPU of its loop alone (variant_enqueue()): nothing to take off."""
+    enqueue = workload in ("insert", "send")
+    if system == "ceiling" or (enqueue and (system in ("django_pgboss", "pgqueuer") or system in VARIANTS)):
         return 0.0
     key = f"{system} on {PGQUEUER_DRIVERS[workload]}" if system == "pgqueuer" else system
     if key not in STARTUP_CPU:
@@ -421,8 +460,12 @@ def run(admin: psycopg.Connection, workload: str, system: str, jobs: int) -> Run
             ),
         }
         client, server = client_cpu(), server_cpu(admin)
-        seconds = runners[system]()
-        cpu = Run(seconds, client_cpu() - client - startup, server_cpu(admin) - server)
+        if system in VARIANTS:
+            seconds, child_cpu = variant_enqueue(workload, jobs, VARIANTS[system])
+            cpu = Run(seconds, child_cpu, server_cpu(admin) - server)
+        else:
+            seconds = runners[system]()
+            cpu = Run(seconds, client_cpu() - client - startup, server_cpu(admin) - server)
         check_enqueued(admin, system, jobs)
         return cpu
     batch_size = int(workload.split("-")[1])
@@ -472,8 +515,9 @@ def main() -> None:
         action="append",
         default=[],
         metavar="LABEL=VAR=VALUE[,VAR=VALUE]",
-        help="one more django_pgboss drain with these environment variables (peersapp/jobs.py; "
-        "PEERS_SOURCE=<checkout> runs another commit's code); drain workloads only",
+        help="one more django_pgboss with these environment variables (peersapp/jobs.py; "
+        "PEERS_SOURCE=<checkout> runs another commit's code): its drains in pgboss_work, its "
+        "insert and send in a child process running that checkout's boss_insert()/boss_send()",
     )
     args = parser.parse_args()
     workloads = args.only or list(WORKLOADS)
@@ -491,8 +535,6 @@ def main() -> None:
         label, _, assignments = spec.partition("=")
         VARIANTS[label] = dict(item.split("=", 1) for item in assignments.split(","))
         systems.append(label)
-    if VARIANTS and any(w in ("insert", "send") for w in workloads):
-        raise SystemExit("--variant measures drains: add --only drain-1 and/or --only drain-50")
     if "ceiling" not in systems:
         raise SystemExit("--systems must include the ceiling: every figure is a ratio to it")
 
@@ -596,9 +638,7 @@ def main() -> None:
         + ", ".join(f"{k} {v:.2f} s" for k, v in STARTUP_CPU.items())
     )
     for label, variables in VARIANTS.items():
-        print(
-            f"Variant {label}: django_pgboss's drain with {', '.join(f'{k}={v}' for k, v in variables.items())}"
-        )
+        print(f"Variant {label}: django_pgboss with {', '.join(f'{k}={v}' for k, v in variables.items())}")
 
 
 def node_version() -> str:
