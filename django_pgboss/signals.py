@@ -1,10 +1,10 @@
 """pg-boss's events as Django signals.
 
 pg-boss's objects are event emitters (``boss.on('warning', ...)``, ``'error'``, ``'wip'``,
-``'stopped'``, ``'bam'``, ``'flow'``); in Django the same news travels as signals. Each signal below is sent from the
-process that saw the event (a worker's events from that worker's process, a monitor's warnings
-from that monitor's), after the fact it reports is stored, so a receiver that reads the database
-sees what the signal says. Connect receivers as with any Django signal, typically in an
+``'stopped'``, ``'bam'``, ``'flow'``); in Django the same news travels as signals. Each signal
+below is sent from the process that saw the event (a worker's events from that worker's process,
+a monitor's warnings from that monitor's), after the fact it reports is stored, so a receiver that
+reads the database sees what the signal says. Connect receivers as with any Django signal, typically in an
 ``AppConfig.ready()``::
 
     from django.dispatch import receiver
