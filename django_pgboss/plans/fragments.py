@@ -132,15 +132,16 @@ UNSEEN_QUEUE_NAME = "(SELECT %(name)s::text)"
 
 def queue_jobs(ids: str = "%(ids)s::uuid[]", alias: str = "") -> str:
     """The jobs of the queue ``%(name)s`` whose ids are in the array ``ids`` (an expression): how
-    the settles, the claim's update, the purge's delete and the redrive find the rows they change,
-    by the primary key (name, id), one index descent per id. ``alias`` qualifies the columns.
+    the settles, the purge's delete and the redrive find the rows they change, by the primary key
+    (name, id), one index descent per id (the claim's update finds its rows by tuple id instead,
+    plans/jobs.py). ``alias`` qualifies the columns.
 
     The name is compared as the output of an InitPlan, ``(SELECT %(name)s::text)``, not as the
     parameter itself, so that the planner cannot look it up in the table's statistics. A queue
     created, or filled, since the table's last ANALYZE is missing from them, and for a name it
     does not find there PostgreSQL expects a row or so: one descent by the name alone, filtering
-    the ids, then looks cheaper than one descent per id, and every settle and claim of that queue
-    reads the whole queue until autovacuum analyzes the table again (20,000 fresh jobs: 16 ms to
+    the ids, then looks cheaper than one descent per id, and every settle of that queue reads the
+    whole queue until autovacuum analyzes the table again (20,000 fresh jobs: 16 ms to
     complete 50 of them instead of 1.1; bench/README.md, "A queue the statistics do not know
     yet"). Unseen, the name is estimated as the table's average queue, and the ids stay in the
     index condition. pg-boss 12.35 compares the parameter, and reads the whole queue the same way.

@@ -379,16 +379,16 @@ def fetch_jobs(
     returning = ", ".join("j.id::text AS id" if column == "id" else f"j.{column}" for column in columns)
     # The UPDATE finds the chosen rows by their tuple ids, which the candidates' scan read as it
     # locked them: a TID scan goes straight to each row's heap page, where finding them by id took
-    # one descent of the primary key per row (a claim of 50 executed in 1.66 ms that way, in
-    # 1.25 ms this way: bench/claim_by_tuple_id.py). The tuple ids cannot go stale within the statement: each row is locked by
-    # it, so nobody else can update or delete it. A row that another transaction changed after
-    # this statement's snapshot (the lock then takes its new version) is not updated either way,
-    # so it is left unclaimed, as a row another fetch locked first is: its tuple id is one this
-    # snapshot cannot see, or names a version whose successor the update then rechecks by tuple id
-    # and rejects. The tuple ids are handed over as an array rather than joined: joined, the
-    # planner sizes the CTE from the LIMIT and from a few hundred rows up hashes it against a
-    # sequential scan of the whole job table. A claim leaves priority and created_on as they
-    # were, so the row's own values order the batch.
+    # one descent of the primary key per row (a claim of 50 executed in 1.66 ms that way, in 1.25 ms
+    # this way: bench/claim_by_tuple_id.py). The tuple ids cannot go stale within the statement:
+    # each row is locked by it, so nobody else can update or delete it. A row that another
+    # transaction changed after this statement's snapshot (the lock then takes its new version) is
+    # not updated either way, so it is left unclaimed, as a row another fetch locked first is: its
+    # tuple id is one this snapshot cannot see, or names a version whose successor the update then
+    # rechecks by tuple id and rejects. The tuple ids are handed over as an array rather than
+    # joined: joined, the planner sizes the CTE from the LIMIT and from a few hundred rows up hashes
+    # it against a sequential scan of the whole job table. A claim leaves priority and created_on as
+    # they were, so the row's own values order the batch.
     claimed_rows = f"j.ctid = ANY(ARRAY(SELECT ctid FROM {chosen}))"
     # An UPDATE returns rows in no particular order; the outer SELECT hands the batch back in the
     # order it was claimed in.
