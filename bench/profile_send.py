@@ -94,10 +94,10 @@ class _StubCursor:
 
 
 class _OfflineContext(DatabaseContext):
-    def cursor(self) -> Any:
+    def cursor(self, connection: Any = None) -> Any:
         # The queue lookup still reads the database (once: the context caches the route); every
         # statement after it goes to the stub.
-        return _StubCursor() if QUEUE in self._routes else super().cursor()
+        return _StubCursor() if QUEUE in self._routes else super().cursor(connection)
 
 
 def main() -> None:
