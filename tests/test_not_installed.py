@@ -4,9 +4,11 @@ a long-running worker or monitor waits for the migration instead of exiting."""
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -90,18 +92,39 @@ def install_schema(schema: str) -> None:
     Boss(schema=schema).create_queue("echo")
 
 
-def read_until(stream, needle: str, timeout: float = 30.0) -> list[str]:
-    """The lines of ``stream`` up to the first holding ``needle`` (fails after ``timeout``)."""
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = stream.readline()
-        if not line:
-            break
-        lines.append(line)
-        if needle in line:
-            return lines
-    pytest.fail(f"{needle!r} not seen in:\n{''.join(lines)}")
+class Lines:
+    """The lines a process writes to ``stream``, read by a thread of their own so that a wait for
+    one can time out (a readline() on a quiet process never returns)."""
+
+    def __init__(self, stream) -> None:
+        self.seen: list[str] = []
+        self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._reader = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._reader.start()
+
+    def join(self) -> None:
+        """Wait for the reader to reach the end of the stream (the process has exited)."""
+        self._reader.join(timeout=30)
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def until(self, needle: str, timeout: float = 30.0) -> None:
+        """Wait for a line holding ``needle``; fail, with what was seen, after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self.seen.append(line)
+            if needle in line:
+                return
+        pytest.fail(f"{needle!r} not seen in:\n{''.join(self.seen)}")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -109,7 +132,7 @@ def read_until(stream, needle: str, timeout: float = 30.0) -> list[str]:
     "command", [["pgboss_work", "--queue", "echo"], ["pgboss_monitor", "--interval", "1"]], ids=lambda c: c[0]
 )
 def test_a_long_running_command_waits_for_the_migration_saying_so_once_then_starts(command):
-    process = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", "django", *command, "-v", "2"],
         cwd=REPO,
         env={
@@ -122,20 +145,24 @@ def test_a_long_running_command_waits_for_the_migration_saying_so_once_then_star
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
-        before = read_until(process.stderr, "waits for it")
-        assert process.poll() is None  # still running: waiting, not failed
-        install_schema(WAITING_SCHEMA)
-        after = read_until(process.stderr, "the pgboss schema is installed")
-        process.send_signal(signal.SIGTERM)
-        rest = process.communicate(timeout=60)[1]
-    finally:
-        if process.poll() is None:
-            process.kill()
-        with connection.cursor() as cursor:
-            cursor.execute(f"DROP SCHEMA IF EXISTS {WAITING_SCHEMA} CASCADE")
-    assert process.returncode == 0, "".join(before + after) + rest
-    said = [line for line in before + after if "not installed" in line]
+    ) as process:
+        lines = Lines(process.stderr)
+        try:
+            lines.until("waits for it")
+            assert process.poll() is None  # still running: waiting, not failed
+            install_schema(WAITING_SCHEMA)
+            lines.until("the pgboss schema is installed")
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            lines.join()
+            with connection.cursor() as cursor:
+                cursor.execute(f"DROP SCHEMA IF EXISTS {WAITING_SCHEMA} CASCADE")
+    output = "".join(lines.seen)
+    assert process.returncode == 0, output
+    said = [line for line in lines.seen if "not installed" in line]
     assert len(said) == 1 and MESSAGE in said[0], said
-    assert "Traceback" not in "".join(before + after) + rest
+    assert "not answering" not in output and "Traceback" not in output

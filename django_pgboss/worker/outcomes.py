@@ -44,11 +44,19 @@ _MAX_DEPTH = 32
 
 
 def sqlstate(exc: BaseException) -> str | None:
-    """The SQLSTATE the server answered with, or None when no answer came (a lost connection)."""
-    for candidate in (exc, exc.__cause__):
+    """The SQLSTATE the server answered with, or None when no answer came (a lost connection).
+
+    It is looked for down the chain of causes: Django wraps psycopg's error, and the cursor layer
+    wraps that in SchemaNotInstalled (db/installed.py), two links from the error that carries it.
+    """
+    candidate: BaseException | None = exc
+    for _ in range(4):
+        if candidate is None:
+            break
         code = getattr(candidate, "sqlstate", None)
         if code:
             return str(code)
+        candidate = candidate.__cause__
     return None
 
 

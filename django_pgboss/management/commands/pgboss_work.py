@@ -123,6 +123,9 @@ class Command(BaseCommand):
             self.stdout.write("stopped before the database answered: no job was fetched")
             return
         holder.append(worker)
+        if waiting.is_set():
+            # A signal came between the build and here, when there was no worker to stop yet.
+            worker.stop()
         # The worker holds its metrics for the run (Django holds signal receivers weakly).
         worker.instruments = metrics_port.worker_metrics(options)
         metrics_port.start(options, queues=False)
