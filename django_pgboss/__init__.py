@@ -1,4 +1,4 @@
-"""django_pgboss: pg-boss's PostgreSQL job queue (schema version 43) as a Django app.
+"""django_pgboss: pg-boss's PostgreSQL job queue (schema version 46) as a Django app.
 
 ``boss`` (the default :class:`Boss`) sends, fetches and settles jobs on Django's own connection;
 ``Job`` and ``QueueInfo`` are what it hands back.

@@ -188,13 +188,15 @@ def check_metrics_settings(app_configs: Any = None, **kwargs: Any) -> list[Check
 def check_schema_installed(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """pgboss.E006 (schema not installed, or newer than 43), pgboss.W001 (drift), pgboss.W002 (an
-    older version to migrate): the live schema, read with the doctor's drift check.
+    """pgboss.E006 (schema not installed), pgboss.W001 (drift), pgboss.W002 (an older version to
+    migrate), pgboss.W005 (a newer version, which django_pgboss runs on unchecked, as an older pg-boss
+    does): the live schema, read with the doctor's drift check.
 
     A deployment check (``check --deploy``), because it reads the database; it checks the alias
     PGBOSS["DATABASE"] names unless ``--database`` names others.
     """
     from django_pgboss.constants import SCHEMA_VERSION
+    from django_pgboss.schema.adoption import newer_schema_message
     from django_pgboss.schema.state import read_state
 
     alias, errors = _database_alias()
@@ -225,11 +227,10 @@ def check_schema_installed(
     version = state.version
     if version is not None and version > SCHEMA_VERSION:
         return [
-            Error(
-                f'pg-boss schema "{schema}" in database {alias!r} is at version {version}, newer than the '
-                f"{SCHEMA_VERSION} this django_pgboss supports (pg-boss 12.35).",
-                hint="Upgrade django_pgboss.",
-                id="pgboss.E006",
+            CheckWarning(
+                f"{newer_schema_message(state, alias)}.",
+                hint="Upgrade django_pgboss; until then workers and the monitor run on it as they are.",
+                id="pgboss.W005",
             )
         ]
     if version != SCHEMA_VERSION:

@@ -1,4 +1,4 @@
-"""Names and defaults shared by pg-boss 12.35 and django_pgboss.
+"""Names and defaults shared by pg-boss 12.38 and django_pgboss.
 
 Everything here mirrors a value pg-boss writes into, or reads from, the database: changing one
 breaks interoperability with a pg-boss instance running on the same schema.
@@ -10,8 +10,10 @@ import re
 
 from django.db import models
 
-#: The pg-boss schema version these migrations create (pg-boss 12.35).
-SCHEMA_VERSION = 43
+#: The pg-boss schema version these migrations create (pg-boss 12.38).
+SCHEMA_VERSION = 46
+#: The version migration 0001 installs (pg-boss 12.35's); migrations 0005 to 0007 take it on.
+INITIAL_SCHEMA_VERSION = 43
 
 #: The schema used when settings.PGBOSS["SCHEMA"] is not set; pg-boss's own default.
 DEFAULT_SCHEMA = "pgboss"

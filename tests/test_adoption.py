@@ -1,5 +1,5 @@
 """migrate pgboss on a database where pg-boss (Node) installed its schema first: adopted when it is
-schema 43 object for object, refused with the differences named otherwise."""
+schema 46 object for object, refused with the differences named otherwise."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_migrate_adopts_the_schema_pg_boss_installed_and_changes_nothing(empty_d
 
     assert [line for line in output.splitlines() if "adopted" in line] == [
         f'  Applying pgboss.0001_initial... adopted the existing pg-boss schema "{schema}" in database '
-        "'default' (version 43, catalog checked); nothing was changed. OK"
+        "'default' (version 46, catalog checked); nothing was changed. OK"
     ]
     assert catalog() == before
     assert applied() == all_migrations()
@@ -98,7 +98,7 @@ def test_migrate_adopts_the_schema_pg_boss_installed_and_changes_nothing(empty_d
 
 
 @pytest.mark.node
-def test_migrate_refuses_a_schema_at_43_with_drift_and_names_it(empty_database, run_pgboss):
+def test_migrate_refuses_a_schema_at_46_with_drift_and_names_it(empty_database, run_pgboss):
     run_pgboss("install", pgboss_settings.SCHEMA)
     execute(
         f"DROP INDEX {q()}.job_common_i11",
@@ -109,8 +109,8 @@ def test_migrate_refuses_a_schema_at_43_with_drift_and_names_it(empty_database, 
         migrate()
     message = str(refused.value)
     assert message.startswith(
-        f"schema \"{pgboss_settings.SCHEMA}\" in database 'default' is pg-boss schema version 43 but differs "
-        "from pg-boss 12.35's schema, so migrate pgboss does not adopt it (2 differences):\n"
+        f"schema \"{pgboss_settings.SCHEMA}\" in database 'default' is pg-boss schema version 46 but differs "
+        "from pg-boss's schema 46, so migrate pgboss does not adopt it (2 differences):\n"
     )
     assert "  - index job_common_i11 on job_common is missing\n" in message
     assert "  - column queue.retry_limit is bigint, expected integer\n" in message
@@ -120,12 +120,24 @@ def test_migrate_refuses_a_schema_at_43_with_drift_and_names_it(empty_database, 
 
 
 @pytest.mark.node
-def test_migrate_refuses_a_schema_newer_than_43_naming_both_versions(empty_database, run_pgboss):
+def test_migrate_adopts_a_schema_newer_than_46_with_a_warning_and_runs_on_it(empty_database, run_pgboss):
     run_pgboss("install", pgboss_settings.SCHEMA)
-    execute(f"UPDATE {q()}.version SET version = 44")
-    with pytest.raises(SchemaError, match="is pg-boss schema version 44, newer than the version 43 "):
-        migrate()
-    assert applied() == set()
+    run_pgboss("drift", pgboss_settings.SCHEMA, json.dumps([{"name": "node-newer", "options": {}}]))
+    execute(f"UPDATE {q()}.version SET version = 47")
+    before = catalog()
+
+    output = migrate()
+
+    assert (
+        "is pg-boss schema version 47, newer than the version 46 (pg-boss 12.38) this django_pgboss "
+        "knows: a newer pg-boss migrated it. django_pgboss runs on it as it is"
+    ) in output
+    assert applied() == all_migrations()
+    assert catalog() == before  # no step ran: 0005 to 0007 leave a schema past their version alone
+    job_id = boss.send("node-newer", {"n": 1})
+    [job] = boss.fetch("node-newer")
+    assert job.id == job_id
+    assert boss.complete("node-newer", [job]) == 1
 
 
 def test_migrate_refuses_a_half_installed_schema(empty_database):

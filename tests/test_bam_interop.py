@@ -1,10 +1,10 @@
-"""pg-boss 12.35's own upgrade leaves index builds queued in bam; our monitor builds them.
+"""pg-boss 12.38's own upgrade leaves index builds queued in bam; our monitor builds them.
 
 pg-boss 12.20.0 installs its schema (version 31) with queues (two with a table of their own) and
-jobs; pg-boss 12.35.0 migrates it to 43 with its bam runner held off (version.bam_on stamped, and a
-24-hour interval), so the CREATE INDEX CONCURRENTLY commands of migrations 33, 38, 40 and 43 stay
-pending. Our monitor's bam pass builds them, and pg-boss's getBamStatus() and its drift check then
-see a finished schema 43.
+jobs; pg-boss 12.38.0 migrates it to 46 with its bam runner held off (version.bam_on stamped, and a
+24-hour interval), so the CREATE INDEX CONCURRENTLY commands of migrations 33, 38, 40, 43, 45 and
+46 stay pending. Our monitor's bam pass builds them, and pg-boss's getBamStatus() and its drift
+check then see a finished schema 46.
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ def test_the_builds_pg_boss_left_pending_are_built_by_our_monitor(empty_database
         run_legacy("12.20.0")
         rows("UPDATE {s}.version SET bam_on = now()")
         run_pgboss("migrate", pgboss_settings.SCHEMA)
-        assert rows("SELECT version FROM {s}.version") == [(43,)]
+        assert rows("SELECT version FROM {s}.version") == [(46,)]
         pending = Boss().get_bam_entries()
         assert pending and {e.status for e in pending} == {"pending"}
-        assert {e.version for e in pending} == {33, 38, 40, 43}
+        assert {e.version for e in pending} == {33, 38, 40, 43, 45, 46}
         # job_common and the two queues' own tables each get every command.
         assert len({e.table for e in pending}) == 3
         # What the commands leave, in their order (33 rebuilds job_i5 and 40 retires it): none

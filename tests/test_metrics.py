@@ -176,8 +176,8 @@ def test_the_oldest_ready_job_is_found_in_a_few_index_entries_whatever_the_backl
     plan = plan_of(sql, {"names": ["mail"]})
     scans = [node for node in nodes(plan) if "Relation Name" in node]
     assert scans, plan
-    assert {node["Node Type"] for node in scans} == {"Index Only Scan"}
-    assert {node["Index Name"] for node in scans} == {"job_common_i11"}
+    assert {node["Node Type"] for node in scans} == {"Index Only Scan"}, plan
+    assert {node["Index Name"] for node in scans} == {"job_common_i11"}, plan
     # The walk reads one entry per priority plus the deferred jobs it steps over in priority 0,
     # not the 20,000 waiting jobs.
     visited = sum(

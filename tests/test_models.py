@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.constants import JobState
+from django_pgboss.constants import SCHEMA_VERSION, JobState
 from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.exceptions import ReadOnlyModelError
 from django_pgboss.models import (
@@ -61,7 +61,7 @@ def test_every_model_is_unmanaged_and_schema_qualified():
 
 
 def test_version_reads_43():
-    assert list(Version.objects.values_list("version", flat=True)) == [43]
+    assert list(Version.objects.values_list("version", flat=True)) == [SCHEMA_VERSION]
 
 
 def test_queue_and_job_read_through_the_orm(queue_with_job):

@@ -1,19 +1,23 @@
-"""A database that was never migrated: every command and the first Boss call say so in one line."""
+"""A database that was never migrated: every command and the first Boss call say so in one line, and
+a long-running worker or monitor waits for the migration instead of exiting."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from django.db import ProgrammingError
+from django.db import ProgrammingError, connection
 
 from django_pgboss import Boss, boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.exceptions import SchemaNotInstalled
+from django_pgboss.operations import render_sql
 from tests.conftest import database_url
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,3 +75,67 @@ def test_every_command_says_it_in_one_line_without_a_traceback(command):
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].endswith(f": {MESSAGE}")
     assert len([line for line in result.stderr.splitlines() if "not installed" in line]) == 1
+
+
+WAITING_SCHEMA = "not_migrated_yet"
+
+
+def install_schema(schema: str) -> None:
+    """What `migrate pgboss` creates, in ``schema``, without touching the migration records the
+    suite's own schema holds (they are per database, not per schema)."""
+    with connection.cursor() as cursor:
+        cursor.execute(render_sql("0001_initial.sql", schema), None)
+        for version in (44, 45, 46):
+            cursor.execute(render_sql(f"upgrade/v{version - 1}_to_v{version}.sql", schema), None)
+    Boss(schema=schema).create_queue("echo")
+
+
+def read_until(stream, needle: str, timeout: float = 30.0) -> list[str]:
+    """The lines of ``stream`` up to the first holding ``needle`` (fails after ``timeout``)."""
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = stream.readline()
+        if not line:
+            break
+        lines.append(line)
+        if needle in line:
+            return lines
+    pytest.fail(f"{needle!r} not seen in:\n{''.join(lines)}")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "command", [["pgboss_work", "--queue", "echo"], ["pgboss_monitor", "--interval", "1"]], ids=lambda c: c[0]
+)
+def test_a_long_running_command_waits_for_the_migration_saying_so_once_then_starts(command):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "django", *command, "-v", "2"],
+        cwd=REPO,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "PYTHONPATH": str(REPO),
+            "DATABASE_URL": database_url(),
+            "PGBOSS_SCHEMA": WAITING_SCHEMA,
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        before = read_until(process.stderr, "waits for it")
+        assert process.poll() is None  # still running: waiting, not failed
+        install_schema(WAITING_SCHEMA)
+        after = read_until(process.stderr, "the pgboss schema is installed")
+        process.send_signal(signal.SIGTERM)
+        rest = process.communicate(timeout=60)[1]
+    finally:
+        if process.poll() is None:
+            process.kill()
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP SCHEMA IF EXISTS {WAITING_SCHEMA} CASCADE")
+    assert process.returncode == 0, "".join(before + after) + rest
+    said = [line for line in before + after if "not installed" in line]
+    assert len(said) == 1 and MESSAGE in said[0], said
+    assert "Traceback" not in "".join(before + after) + rest

@@ -96,7 +96,7 @@ def jobs(schema: str | None = None) -> dict[str, tuple]:
 
 
 def pg_boss_rollback_sql(schema: str) -> dict[int, str]:
-    """pg-boss 12.35.0's own rollback script of each version 43 ... 26, for ``schema``."""
+    """pg-boss 12.38.0's own rollback script of each version 46 ... 26, for ``schema``."""
     completed = subprocess.run(
         ["node", str(ROLLBACK_SQL_SCRIPT), pgboss_schema_option(schema)],
         env={**os.environ, "PGBOSS_NODE_DIR": str(_node_dir())},
@@ -117,7 +117,7 @@ def rollback(*args: str) -> str:
 
 @pytest.fixture
 def restored():
-    """Whatever the test leaves, the suite's schema is back at 43 afterwards."""
+    """Whatever the test leaves, the suite's schema is back at 46 afterwards."""
     yield
     execute(
         f"DROP SCHEMA IF EXISTS {q()} CASCADE",
@@ -128,7 +128,7 @@ def restored():
 
 
 def test_every_rollback_step_has_its_file_and_sets_the_version_it_names():
-    assert sorted(ROLLBACK_STEPS) == list(range(26, 44))
+    assert sorted(ROLLBACK_STEPS) == list(range(26, 47))
     on_disk = {p.relative_to(SQL_DIR).as_posix() for p in (SQL_DIR / "rollback").glob("*.sql")}
     assert on_disk == set(ROLLBACK_STEPS.values())
     for version, filename in ROLLBACK_STEPS.items():
@@ -161,20 +161,22 @@ def populate() -> None:
     boss.schedule("rb-own", "*/5 * * * *", {"n": 8})
 
 
-def test_each_step_down_to_25_is_pg_boss_12_35s_own_rollback_and_migrate_brings_it_back(restored):
+def test_each_step_down_to_25_is_pg_boss_s_own_rollback_and_migrate_brings_it_back(restored):
     populate()
     before = jobs()
     assert {state for (_, state, _) in before.values()} >= {"created", "active", "failed"}
-    # The reference: the same schema 43 with the same queues, walked down by pg-boss's own SQL.
+    # The reference: the same schema 46 with the same queues, walked down by pg-boss's own SQL.
     reference = reference_schema()
     execute(render_sql("0001_initial.sql", reference))
+    for version in (44, 45, 46):
+        execute(render_sql(f"upgrade/v{version - 1}_to_v{version}.sql", reference))
     for queue in QUEUES:
         options = json.dumps({"policy": "standard", **queue["options"]})  # pg-boss's createQueue default
         execute(f"SELECT {quote_identifier(reference)}.create_queue('{queue['name']}', '{options}')")
     assert comparable(pgboss_settings.SCHEMA) == comparable(reference)
     theirs = pg_boss_rollback_sql(reference)
 
-    for version in range(43, 25, -1):
+    for version in range(46, 25, -1):
         if version == 28:
             # Schema 27 has no key_strict_fifo policy: refused while such a queue exists (not by
             # pg-boss: its upgrade back would restore the policy's index on job_common alone).
@@ -216,30 +218,33 @@ def test_to_rolls_back_several_steps_in_one_transaction_and_sql_prints_them(rest
     sent = boss.send("rb-own", {"n": 1})
     printed = rollback("--to", "39", "--sql")
     # Each step's own file, in order, inside one transaction, then the migration record.
-    starts = [printed.index(f"this step rolls back {v} to {v - 1} only") for v in (43, 42, 41, 40)]
+    starts = [printed.index(f"this step rolls back {v} to {v - 1} only") for v in range(46, 39, -1)]
     assert starts == sorted(starts)
     assert printed.index("BEGIN;") < starts[0]
     assert printed.rstrip().endswith("DELETE FROM \"django_migrations\" WHERE app = 'pgboss';\nCOMMIT;")
-    assert version_of(pgboss_settings.SCHEMA) == [(43,)]  # --sql changes nothing
+    assert version_of(pgboss_settings.SCHEMA) == [(46,)]  # --sql changes nothing
     assert MigrationRecorder(connection).migration_qs.filter(app="pgboss").exists()
 
-    assert "Forgot pgboss's 4 recorded migration(s)" in rollback()
-    assert version_of(pgboss_settings.SCHEMA) == [(42,)]
+    assert "Forgot pgboss's 7 recorded migration(s)" in rollback()
+    assert version_of(pgboss_settings.SCHEMA) == [(45,)]
 
     # A step that fails (here the second: a column it drops is already gone) leaves all as it was.
     execute(f"ALTER TABLE {q()}.schedule DROP COLUMN last_job_id")
     with pytest.raises(CommandError, match=r"the step from version 41 to 40 failed, so nothing was changed"):
         call_command("pgboss_rollback", "--to", "39")
-    assert version_of(pgboss_settings.SCHEMA) == [(42,)]
-    assert "job_now" in comparable(pgboss_settings.SCHEMA).functions  # the first step is undone too
+    assert version_of(pgboss_settings.SCHEMA) == [(45,)]
+    assert (
+        "upsert_by_key" in comparable(pgboss_settings.SCHEMA).columns["job"]
+    )  # the first steps are undone too
     execute(f"ALTER TABLE {q()}.schedule ADD COLUMN last_job_id uuid")
 
-    assert "from version 42 to 39." in rollback("--to", "39")
+    assert "from version 45 to 39." in rollback("--to", "39")
     assert version_of(pgboss_settings.SCHEMA) == [(39,)]
     assert list(jobs()) == [sent]
     out = io.StringIO()
     call_command("migrate", "pgboss", stdout=out)
     assert "from version 39 to 43 (catalog checked)" in out.getvalue()
+    assert "Applying pgboss.0007_schema_46... OK" in out.getvalue()
     assert "OK: no drift." in call_doctor()
 
 
@@ -250,7 +255,7 @@ def test_rolled_back_to_42_the_schema_is_what_pg_boss_12_34_installs_and_it_work
     reference = reference_schema()
     legacy("12.34.0", reference, QUEUES[:4], [])
 
-    rollback()
+    rollback("--to", "42")
     assert comparable(pgboss_settings.SCHEMA) == comparable(reference)
     worked = legacy(
         "12.34.0", pgboss_settings.SCHEMA, [{"name": "rb-node", "options": {"partition": True}}], [], "rb-own"
@@ -292,11 +297,11 @@ def test_a_rollback_waits_for_pg_boss_s_migration_lock(restored):
             time.sleep(0.05)
         # ... and has changed nothing while it waits.
         assert not outcome
-        assert version_of(pgboss_settings.SCHEMA) == [(43,)]
+        assert version_of(pgboss_settings.SCHEMA) == [(46,)]
         holder.execute(f"SELECT pg_advisory_unlock({lock})", [key])
         thread.join(timeout=60)
-    assert "from version 43 to 42." in outcome[0]
-    assert version_of(pgboss_settings.SCHEMA) == [(42,)]
+    assert "from version 46 to 45." in outcome[0]
+    assert version_of(pgboss_settings.SCHEMA) == [(45,)]
 
 
 def refused(match: str, *args: str) -> None:
@@ -311,26 +316,26 @@ def test_what_the_command_refuses_before_any_change(restored):
         "--to",
         "24",
     )
-    refused(where + r" is at version 43: --to 43 is not below it", "--to", "43")
-    refused(where + r" is at version 43: --to 44 is not below it", "--to", "44")
+    refused(where + r" is at version 46: --to 46 is not below it", "--to", "46")
+    refused(where + r" is at version 46: --to 47 is not below it", "--to", "47")
 
-    # Drift at 43: the doctor's finding is named, and nothing is rolled back.
+    # Drift at 46: the doctor's finding is named, and nothing is rolled back.
     execute(f"DROP INDEX {q()}.job_common_i12")
     refused(
-        where + r" has drift from schema 43 \(run manage.py pgboss_doctor\): index job_common_i12 on "
+        where + r" has drift from schema 46 \(run manage.py pgboss_doctor\): index job_common_i12 on "
         r"job_common is missing\. Not rolled back"
     )
-    assert version_of(pgboss_settings.SCHEMA) == [(43,)]
+    assert version_of(pgboss_settings.SCHEMA) == [(46,)]
     execute(
         f"CREATE INDEX job_common_i12 ON {q()}.job_common (source_root_id) WHERE source_root_id IS NOT NULL"
     )
 
-    for version in (44, 24):
+    for version in (47, 24):
         execute(f"UPDATE {q()}.version SET version = {version}")
         refused(where + f" is at version {version}, which django_pgboss does not roll back")
     execute(f"UPDATE {q()}.version SET version = 25")
     refused(where + r" is at version 25: there is no rollback to version 24")
-    execute(f"INSERT INTO {q()}.version (version) VALUES (43)")
+    execute(f"INSERT INTO {q()}.version (version) VALUES (46)")
     refused(where + r": the version table holds 2 rows, expected one")
     execute(f"DELETE FROM {q()}.version WHERE version = 25")
 

@@ -1,4 +1,4 @@
-"""The schema migrate creates is pg-boss 12.35's (version 43), object for object."""
+"""The schema migrate creates is pg-boss 12.38's (version 46), object for object."""
 
 from __future__ import annotations
 
@@ -48,6 +48,19 @@ JOB_COMMON_INDEXES = {
     "(name, priority DESC, created_on, start_after) WHERE ((state < 'active'::<schema>.job_state) AND (NOT blocked))",
     "job_common_i12": "CREATE INDEX job_common_i12 ON <schema>.job_common USING btree (source_root_id) "
     "WHERE (source_root_id IS NOT NULL)",
+    # Schema 45: the waiting jobs upsert() keyed, one per key.
+    "job_common_i13": "CREATE UNIQUE INDEX job_common_i13 ON <schema>.job_common USING btree (name, singleton_key) "
+    "WHERE ((state = 'created'::<schema>.job_state) AND upsert_by_key)",
+    # Schema 46: the live jobs the monitor counts, every job by creation, the finished ones by
+    # completion, and the waiting jobs with a key.
+    "job_common_i14": "CREATE INDEX job_common_i14 ON <schema>.job_common USING btree (name, state, blocked, start_after) "
+    "WHERE (state = ANY (ARRAY['created'::<schema>.job_state, 'retry'::<schema>.job_state, "
+    "'active'::<schema>.job_state, 'failed'::<schema>.job_state]))",
+    "job_common_i15": "CREATE INDEX job_common_i15 ON <schema>.job_common USING btree (name, created_on)",
+    "job_common_i16": "CREATE INDEX job_common_i16 ON <schema>.job_common USING btree (name, completed_on) "
+    "WHERE (completed_on IS NOT NULL)",
+    "job_common_i17": "CREATE INDEX job_common_i17 ON <schema>.job_common USING btree (name, singleton_key, created_on) "
+    "WHERE ((state < 'active'::<schema>.job_state) AND (singleton_key IS NOT NULL))",
 }
 
 OTHER_INDEXES = {
@@ -66,10 +79,11 @@ OTHER_INDEXES = {
     "(child_name, child_id, parent_name, parent_id)",
     "job_dep_parent_idx": "CREATE INDEX job_dep_parent_idx ON <schema>.job_dependency USING btree "
     "(parent_name, parent_id)",
+    "instance_pkey": "CREATE UNIQUE INDEX instance_pkey ON <schema>.instance USING btree (id)",
 }
 
 # Indexes every partitioned queue's table gets, and the one its policy adds (standard adds none).
-BASE_PARTITION_INDEXES = {"pkey", "i4", "i7", "i9", "i11", "i12"}
+BASE_PARTITION_INDEXES = {"pkey", "i4", "i7", "i9", "i11", "i12", "i13", "i14", "i15", "i16", "i17"}
 POLICY_PARTITION_INDEXES = {
     "standard": set(),
     "short": {"i1"},
@@ -109,7 +123,7 @@ def partition_table(queue: str) -> str:
 
 
 def test_version_row_is_43():
-    assert fetchall(f"SELECT version FROM {q()}.version") == [(SCHEMA_VERSION,)] == [(43,)]
+    assert fetchall(f"SELECT version FROM {q()}.version") == [(SCHEMA_VERSION,)] == [(46,)]
 
 
 def test_schema_holds_exactly_pg_boss_tables():
@@ -131,6 +145,7 @@ def test_schema_holds_exactly_pg_boss_tables():
         f"queue_stats_{today}": "r",
         f"queue_stats_{tomorrow}": "r",
         "job_dependency": "r",
+        "instance": "r",
     }
 
 
@@ -204,10 +219,12 @@ def test_job_columns_types_and_defaults():
     ):
         assert provenance in columns
     assert columns["source_root_id"] == ("uuid", False, None)
-    assert len(columns) == 35
+    assert columns["trace_context"] == ("jsonb", False, None)  # schema 44
+    assert columns["upsert_by_key"] == ("boolean", False, None)  # schema 45
+    assert len(columns) == 37
 
 
-def test_queue_columns_carry_the_12_35_throughput_window():
+def test_queue_columns_carry_the_throughput_window_latency_and_retained_count():
     columns = {c[0]: c[1:] for c in read_catalog(schema()).columns["queue"]}
     for delta in ("created_delta", "completed_delta", "failed_delta"):
         assert columns[delta] == ("integer", True, "0")
@@ -216,7 +233,15 @@ def test_queue_columns_carry_the_12_35_throughput_window():
     assert columns["ready_history"] == ("integer[]", True, "'{}'::integer[]")
     for stamp in ("monitor_claim_on", "monitor_on", "maintain_on"):
         assert columns[stamp] == ("timestamp with time zone", False, None)
-    assert len(columns) == 33
+    # Schema 44: flow-blocked jobs, the latency histograms, the oldest ready job's wait.
+    assert columns["blocked_count"] == ("integer", True, "0")
+    for bins in ("wait_bins", "run_bins"):
+        assert columns[bins] == ("integer[]", False, None)
+    assert columns["ready_oldest_seconds"] == ("integer", False, None)
+    # Schema 46: the finished jobs held, counted up to retained_on.
+    assert columns["retained_count"] == ("integer", False, None)
+    assert columns["retained_on"] == ("timestamp with time zone", False, None)
+    assert len(columns) == 39
 
 
 def test_indexes_have_pg_boss_definitions():

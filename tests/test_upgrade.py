@@ -1,6 +1,7 @@
-"""migrate pgboss brings a schema an older pg-boss release installed to version 43: the result is
-pg-boss 12.35's schema (our doctor and pg-boss's own drift check say so), every job survives with its
-state and data, and both pg-boss 12.35 and django_pgboss work those jobs afterwards.
+"""migrate pgboss brings a schema an older pg-boss release installed to version 46: the result is
+pg-boss 12.38's schema (our doctor and pg-boss's own drift check say so, before and after the
+monitor builds the indexes the upgrade queued in bam), every job survives with its state and data,
+and pg-boss 12.35, pg-boss 12.38 and django_pgboss all work those jobs afterwards.
 
 The releases are installed by scripts/test.sh under .venvs/ (PGBOSS_LEGACY_NODE_DIRS).
 """
@@ -25,6 +26,7 @@ from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.exceptions import SchemaError
+from django_pgboss.monitor.bam import BamRunner
 from django_pgboss.operations import SQL_DIR, UPGRADE_STEPS
 from tests.conftest import database_url, pgboss_schema_option
 
@@ -33,10 +35,18 @@ pytestmark = [pytest.mark.node, pytest.mark.django_db(transaction=True)]
 LEGACY_SCRIPT = Path(__file__).resolve().parent / "node" / "legacy.mjs"
 #: Releases before these refuse a schema name that needs quotes (pg-boss's own name check), so no
 #: user of theirs can have one: they install into a bare-named schema of their own instead.
-QUOTED_NAME_RELEASES = {"12.30.0", "12.34.0"}
+QUOTED_NAME_RELEASES = {"12.30.0", "12.34.0", "12.35.0"}
 BARE_SCHEMA = "pgboss_legacy"
 #: The release each folder holds and the schema version it installs.
-RELEASES = {"11.0.7": 25, "11.1.2": 26, "12.0.0": 26, "12.20.0": 31, "12.30.0": 40, "12.34.0": 42}
+RELEASES = {
+    "11.0.7": 25,
+    "11.1.2": 26,
+    "12.0.0": 26,
+    "12.20.0": 31,
+    "12.30.0": 40,
+    "12.34.0": 42,
+    "12.35.0": 43,
+}
 
 QUEUES = [
     {"name": "legacy-dlq", "options": {}},
@@ -139,12 +149,16 @@ def empty_database():
     call_command("migrate", "pgboss", verbosity=0)
 
 
-def test_every_upgrade_step_has_its_file_and_the_chain_reaches_43():
+def test_every_upgrade_step_has_its_file_and_the_chain_reaches_46():
     assert sorted(UPGRADE_STEPS) == list(range(25, 43))
     on_disk = {p.relative_to(SQL_DIR).as_posix() for p in (SQL_DIR / "upgrade").glob("v*.sql")}
-    assert on_disk == set(UPGRADE_STEPS.values())
-    for version, filename in UPGRADE_STEPS.items():
-        assert f"SET version = {version + 1};" in (SQL_DIR / filename).read_text()
+    # Migration 0001 runs the steps to 43, migrations 0005 to 0007 the three after it.
+    assert on_disk == set(UPGRADE_STEPS.values()) | {f"upgrade/v{v}_to_v{v + 1}.sql" for v in (43, 44, 45)}
+    for version in range(25, 46):
+        assert (
+            f"SET version = {version + 1};"
+            in (SQL_DIR / f"upgrade/v{version}_to_v{version + 1}.sql").read_text()
+        )
 
 
 @pytest.mark.parametrize("release", list(RELEASES))
@@ -165,23 +179,46 @@ def check_upgrade(release: str, run_pgboss) -> None:
     out = io.StringIO()
     call_command("migrate", "pgboss", stdout=out)
 
-    assert (
-        f"upgraded the pg-boss schema \"{pgboss_settings.SCHEMA}\" in database 'default' from version "
-        f"{RELEASES[release]} to 43 (catalog checked)." in out.getvalue()
-    )
+    schema = pgboss_settings.SCHEMA
+    if RELEASES[release] == 43:
+        expected = f"adopted the existing pg-boss schema \"{schema}\" in database 'default' (version 43, catalog checked)"
+    else:
+        expected = (
+            f"upgraded the pg-boss schema \"{schema}\" in database 'default' from version "
+            f"{RELEASES[release]} to 43 (catalog checked)."
+        )
+    assert expected in out.getvalue()
+    assert "Applying pgboss.0007_schema_46... OK" in out.getvalue()
     assert jobs_by_id() == before
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT version FROM {q()}.version")
+        assert cursor.fetchone() == (46,)
+    # The job tables that hold jobs get schema 46's indexes in the background, through bam: until the
+    # monitor builds them, both drift checks count them as still building, not as drift.
+    pending = {(e.name, e.table) for e in boss.get_bam_entries() if e.version in (45, 46)}
+    assert ("live_index_build", "job_common") in pending
     doctor = io.StringIO()
     call_command("pgboss_doctor", stdout=doctor)
     assert "OK: no drift." in doctor.getvalue()
-    report = run_pgboss("drift", pgboss_settings.SCHEMA)["drift"]
+    assert "index job_common_i14 on job_common is still being built" in doctor.getvalue()
+    report = run_pgboss("drift", schema)["drift"]
     assert report["ok"], json.dumps(report, indent=2)
+    assert "job_common_i14" in {i["name"] for i in report["building"]}
+    built = BamRunner(boss.context, 0).run_pass(gated=False)
+    assert not built.failed and {c for c in built.completed if c[0] == "live_index_build"}
+    doctor = io.StringIO()
+    call_command("pgboss_doctor", stdout=doctor)
+    assert "OK: no drift." in doctor.getvalue() and "still being built" not in doctor.getvalue()
+    report = run_pgboss("drift", schema)["drift"]
+    assert report["ok"] and not report["building"], json.dumps(report, indent=2)
 
-    # django_pgboss works the shared queue's jobs, pg-boss 12.35 the partitioned queue's.
+    # django_pgboss works the shared queue's jobs, pg-boss 12.35 (which runs on a schema a newer
+    # release migrated) the partitioned queue's.
     fetched = boss.fetch("legacy-shared", batch_size=5)
     assert [job.data for job in fetched] == [{"n": 1}, {"n": 2}]
     assert boss.complete("legacy-shared", fetched) == 2
-    worked = run_pgboss("work", pgboss_settings.SCHEMA, "legacy-own", json.dumps({"by": "node"}))["jobs"]
-    assert [job["data"] for job in worked] == [{"n": 3, "text": "héllo"}]  # the other starts in an hour
+    worked = legacy("12.35.0", schema, [], [], work="legacy-own")["completed"]
+    assert worked == [before_id(before, {"n": 3, "text": "héllo"})]  # the other starts in an hour
     if RELEASES[release] >= 28:
         (fifo,) = boss.fetch("legacy-fifo")
         assert (fifo.data, boss.fail("legacy-fifo", fifo, {"why": "test"})) == ({"n": 5}, 1)
@@ -192,13 +229,19 @@ def check_upgrade(release: str, run_pgboss) -> None:
     ]
 
 
+def before_id(jobs: dict[str, tuple], data: dict) -> str:
+    """The id of the one job of ``jobs`` (jobs_by_id()) holding ``data``."""
+    (found,) = [job_id for job_id, row in jobs.items() if json.loads(row[2]) == data]
+    return found
+
+
 def test_a_failed_upgrade_changes_nothing_and_names_the_difference(empty_database):
     run_legacy("12.34.0")
     # A schema that is not what version 42 should be: the upgrade's check finds it and rolls back.
     execute(f"ALTER TABLE {q()}.warning ALTER COLUMN message DROP NOT NULL")
     with pytest.raises(SchemaError) as refused:
         call_command("migrate", "pgboss", verbosity=0)
-    assert "from version 42 to 43 does not give pg-boss 12.35's schema, so it was rolled back" in str(
+    assert "from version 42 to 43 does not give pg-boss's schema 43, so it was rolled back" in str(
         refused.value
     )
     assert "  - column warning.message is nullable, expected NOT NULL" in str(refused.value)

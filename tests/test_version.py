@@ -33,7 +33,7 @@ def run(*args: str, settings: str | None = None) -> subprocess.CompletedProcess[
 def test_python_m_django_pgboss_version_names_the_package_pgboss_and_schema_versions():
     result = run("-m", "django_pgboss", "--version")
     assert result.returncode == 0, result.stderr
-    assert result.stdout == f"django_pgboss {django_pgboss.__version__} (pg-boss 12.35, schema 43)\n"
+    assert result.stdout == f"django_pgboss {django_pgboss.__version__} (pg-boss 12.38, schema 46)\n"
     assert result.stdout.strip() == version_text()
 
 
@@ -76,5 +76,5 @@ def test_changelog_has_an_entry_for_the_version():
 def test_the_schema_version_reported_is_the_one_the_migrations_created():
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT version FROM {quote_schema(pgboss_settings.SCHEMA)}.version")
-        assert cursor.fetchone()[0] == 43
-    assert version_text().endswith(", schema 43)")
+        assert cursor.fetchone()[0] == 46
+    assert version_text().endswith(", schema 46)")

@@ -16,7 +16,7 @@ from django_pgboss.plans import catalog as catalog_plans
 
 #: The SQLSTATEs of a missing schema, table, function and type.
 MISSING_OBJECT_STATES = frozenset({"3F000", "42P01", "42883", "42704"})
-#: The objects of schema 43 whose absence means the schema is not there. A queue's own table is
+#: The objects of the pg-boss schema whose absence means the schema is not there. A queue's own table is
 #: not one: it goes missing when another process deletes the queue, which the API handles itself
 #: (a stale route, api/sending.py), so such an error is left as it is.
 PGBOSS_OBJECTS = frozenset(

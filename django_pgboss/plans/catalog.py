@@ -135,6 +135,12 @@ def versions(schema: str) -> str:
     return f"SELECT version FROM {schema}.version ORDER BY version"
 
 
+def unfinished_index_builds(schema: str) -> str:
+    """The command of every bam row not completed, as pg-boss's drift check reads them (its
+    ``building`` set). ``schema`` is quoted."""
+    return f"SELECT command FROM {schema}.bam WHERE status <> 'completed'"
+
+
 def partitioned_queues(schema: str) -> str:
     """Each queue that has a table of its own: name, table name, policy. ``schema`` is quoted."""
     return f"SELECT name, table_name, policy FROM {schema}.queue WHERE partition ORDER BY name"

@@ -58,6 +58,12 @@ def oldest_ready(schema: str, table: str) -> str:
     index, so the scans are index-only. Deferred jobs created before the oldest ready one of their
     priority are stepped over in the index, which is the only case where the walk reads more than a
     few entries.
+
+    The oldest job's ORDER BY names all three of job_i11's columns after the name, though start_after
+    only breaks ties of created_on: with the priority fixed, schema 46's job_i15 (name, created_on)
+    gives the order of the two alone, and the planner, reckoning a third of the jobs match the
+    priority, took it with a filter on priority, reading every job of the higher priorities created
+    first. No other index gives the three, so job_i11 is the one plan.
     """
     waiting = "j.name = n.name AND j.state < 'active' AND NOT j.blocked"
     return f"""
@@ -78,7 +84,7 @@ def oldest_ready(schema: str, table: str) -> str:
       CROSS JOIN LATERAL (
         SELECT j.created_on FROM {schema}.{table} j
         WHERE {waiting} AND j.priority = p.priority AND j.start_after <= {schema}.job_now()
-        ORDER BY j.priority DESC, j.created_on LIMIT 1
+        ORDER BY j.priority DESC, j.created_on, j.start_after LIMIT 1
       ) oldest
       WHERE p.priority IS NOT NULL
     ) AS age

@@ -1,6 +1,6 @@
-"""pg-boss's schema drift check, ported: a live catalog compared with what schema 43 must hold.
+"""pg-boss's schema drift check, ported: a live catalog compared with what its schema version must hold.
 
-pg-boss 12.35 (``detectSchemaDrift()``, ``pg-boss doctor``) compares the live catalog with a
+pg-boss (``detectSchemaDrift()``, ``pg-boss doctor``) compares the live catalog with a
 manifest of its schema: tables, columns with their types, nullability and defaults, indexes with
 their keys and predicates, constraints, function bodies and the job_state enum order. This does the
 same against our frozen manifest (:mod:`django_pgboss.schema.manifest`), and also checks what the
@@ -12,7 +12,9 @@ Definitions are compared in a canonical form that undoes what PostgreSQL may pri
 the same object (whitespace, the casts it adds to literals, ``IN`` printed as ``= ANY (ARRAY[...])``)
 and nothing else; the report shows them as the catalog prints them. Constraint names are not
 compared (an older pg-boss named a few differently), their definitions are. What the schema holds
-beyond pg-boss's objects (a table or an index of the user's) is reported as a note, never as drift.
+beyond pg-boss's objects (a table or an index of the user's) is reported as a note, never as drift,
+and so is an index that is missing while a bam command that builds it is not yet completed (an
+upgrade's background build, pg-boss's "still building").
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ _WHITESPACE = re.compile(r"\s+")
 #: The DEFAULT partition of job: every queue without a table of its own keeps its jobs there.
 COMMON_JOB_TABLE = "job_common"
 
-#: The job_iN indexes every job table carries whatever its queue's policy (pg-boss's base set),
-#: and the ones a partitioned queue's table carries only for its own policy.
-BASE_JOB_INDEXES = ("pkey", "i4", "i7", "i9", "i11", "i12")
+#: The job_iN indexes a partitioned queue's table carries only for its own policy; every other
+#: index of job_common (pg-boss's base set: the key, job_i4, job_i7, job_i9, job_i11 to job_i17 as
+#: the version has them) every job table carries whatever its queue's policy.
 POLICY_JOB_INDEXES = {
     "short": ("i1",),
     "singleton": ("i2",),
@@ -63,10 +65,11 @@ def _readable(text: str | None) -> str:
 
 @dataclass
 class DriftReport:
-    """The differences between a live schema and schema 43, as sentences.
+    """The differences between a live schema and its version's manifest, as sentences.
 
-    ``problems`` is the drift (anything there makes the schema one pg-boss 12.35 and django_pgboss
-    cannot be trusted to run on); ``notes`` are harmless extras worth knowing about.
+    ``problems`` is the drift (anything there makes the schema one pg-boss and django_pgboss cannot
+    be trusted to run on); ``notes`` are harmless extras worth knowing about, and the indexes still
+    being built in the background.
     """
 
     problems: list[str] = field(default_factory=list)
@@ -74,7 +77,7 @@ class DriftReport:
 
     @property
     def ok(self) -> bool:
-        """True when the schema is schema 43, object for object."""
+        """True when the schema is its version's schema, object for object."""
         return not self.problems
 
 
@@ -87,10 +90,21 @@ class QueueTable:
     policy: str
 
 
+def base_job_indexes(expected: Catalog) -> list[str]:
+    """The suffixes (``pkey``, ``i4`` ...) of the indexes every job table of ``expected`` carries."""
+    prefix = f"{COMMON_JOB_TABLE}_"
+    by_policy = {suffix for suffixes in POLICY_JOB_INDEXES.values() for suffix in suffixes}
+    return [
+        name[len(prefix) :]
+        for name, index in expected.indexes.items()
+        if index.table == COMMON_JOB_TABLE and name[len(prefix) :] not in by_policy
+    ]
+
+
 def _queue_table_expectations(expected: Catalog, queue: QueueTable) -> tuple[dict[str, Index], set[str]]:
     """The indexes and constraint definitions a partitioned queue's own table must carry."""
     indexes = {}
-    for suffix in (*BASE_JOB_INDEXES, *POLICY_JOB_INDEXES.get(queue.policy, ())):
+    for suffix in (*base_job_indexes(expected), *POLICY_JOB_INDEXES.get(queue.policy, ())):
         template = expected.indexes[f"{COMMON_JOB_TABLE}_{suffix}"]
         indexes[f"{queue.table}_{suffix}"] = Index(
             queue.table,
@@ -108,9 +122,12 @@ def _queue_table_expectations(expected: Catalog, queue: QueueTable) -> tuple[dic
     return indexes, constraints
 
 
-def compare(expected: Catalog, live: Catalog, queues: list[QueueTable]) -> DriftReport:
-    """Compare ``live`` with ``expected`` (schema 43's manifest); ``queues`` are the live schema's
-    partitioned queues, whose tables are checked too."""
+def compare(
+    expected: Catalog, live: Catalog, queues: list[QueueTable], building: frozenset[str] = frozenset()
+) -> DriftReport:
+    """Compare ``live`` with ``expected`` (its version's manifest); ``queues`` are the live schema's
+    partitioned queues, whose tables are checked too, and ``building`` the indexes an unfinished bam
+    command builds."""
     report = DriftReport()
     problems = report.problems
     if not live.exists:
@@ -176,7 +193,11 @@ def compare(expected: Catalog, live: Catalog, queues: list[QueueTable]) -> Drift
         found = live.indexes.get(name)
         if index.table not in live.tables:
             continue  # the missing table is reported already
-        if found is None:
+        if found is None and name in building:
+            report.notes.append(
+                f"index {name} on {index.table} is still being built (a bam command the monitor runs)"
+            )
+        elif found is None:
             problems.append(f"index {name} on {index.table} is missing")
         elif not found.valid:
             problems.append(
@@ -277,7 +298,7 @@ def _compare_function(name: str, expected: Function, live: list[Function], probl
         )
         start = max(at - 30, 0)
         problems.append(
-            f"function {name}({expected.arguments}) has a body pg-boss 12.35 did not write: "
+            f"function {name}({expected.arguments}) has a body pg-boss did not write: "
             f"at ...{have[start : at + 40]!r}..., expected ...{want[start : at + 40]!r}..."
         )
     for other in live:

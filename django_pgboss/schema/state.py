@@ -1,25 +1,33 @@
-"""What a database's pg-boss schema is (absent, ours at 43, older, newer, half there) and whether it
+"""What a database's pg-boss schema is (absent, ours at 46, older, newer, half there) and whether it
 is drift-free: the one reading the doctor, the system check and ``migrate pgboss`` all start from."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from django_pgboss.constants import SCHEMA_VERSION
 from django_pgboss.db.identifiers import quote_schema
 from django_pgboss.plans import catalog as plans
 from django_pgboss.schema.catalog import Catalog, read_catalog
 from django_pgboss.schema.drift import DriftReport, QueueTable, compare
-from django_pgboss.schema.manifest import expected_catalog
+from django_pgboss.schema.manifest import MANIFEST_VERSIONS, expected_catalog
 
 #: The oldest schema pg-boss 12.35 migrates (pg-boss 11.0 wrote version 25).
 OLDEST_MIGRATABLE_VERSION = 25
 
+#: The index name of a bam command that builds one (``CREATE [UNIQUE] INDEX [CONCURRENTLY]
+#: [IF NOT EXISTS] name``), which is how pg-boss tells which missing index is still being built.
+INDEX_BUILD = re.compile(
+    r'\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:CONCURRENTLY\s+)?(?:IF\s+NOT\s+EXISTS\s+)?"?([\w$]+)"?',
+    re.IGNORECASE,
+)
+
 
 @dataclass
 class SchemaState:
-    """A schema as found: its catalog, its version row(s), and, at version 43, its drift report."""
+    """A schema as found: its catalog, its version row(s), and, at a version with a manifest (43,
+    46), its drift report."""
 
     schema: str
     catalog: Catalog
@@ -38,7 +46,7 @@ class SchemaState:
         return self.versions[0] if len(self.versions) == 1 else None
 
     def pgboss_objects(self) -> list[str]:
-        """The objects of schema 43 this schema holds (by name), for a schema without a version row."""
+        """The objects of a pg-boss schema this schema holds (by name), for a schema without a version row."""
         expected = expected_catalog()
         found = [f"table {t}" for t in expected.tables if t in self.catalog.tables]
         found += [f"function {f}" for f in expected.functions if f in self.catalog.functions]
@@ -47,7 +55,7 @@ class SchemaState:
 
 
 def read_state(cursor: Any, schema: str) -> SchemaState:
-    """Read ``schema``'s catalog and version; at version 43, compare it with the manifest."""
+    """Read ``schema``'s catalog and version; at a version with a manifest, compare it with that."""
     catalog = read_catalog(cursor, schema)
     state = SchemaState(schema, catalog)
     if not state.installed:
@@ -55,10 +63,37 @@ def read_state(cursor: Any, schema: str) -> SchemaState:
     quoted = quote_schema(schema)
     cursor.execute(plans.versions(quoted))
     state.versions = [int(v) for (v,) in cursor.fetchall()]
-    if state.version == SCHEMA_VERSION:
+    if state.version in MANIFEST_VERSIONS:
         state.queues = read_partitioned_queues(cursor, schema, catalog)
-        state.report = compare(expected_catalog(), catalog, state.queues)
+        building = read_unfinished_builds(cursor, schema, catalog)
+        state.report = compare(expected_catalog(state.version), catalog, state.queues, building)
     return state
+
+
+def read_version(cursor: Any, schema: str) -> int | None:
+    """The schema's version, or None when it has no version table or not exactly one row in it."""
+    quoted = quote_schema(schema)
+    cursor.execute(plans.version_table(), {"relation": f"{quoted}.version"})
+    if cursor.fetchone()[0] is None:
+        return None
+    cursor.execute(plans.versions(quoted))
+    rows = cursor.fetchall()
+    return int(rows[0][0]) if len(rows) == 1 else None
+
+
+def read_unfinished_builds(cursor: Any, schema: str, catalog: Catalog) -> frozenset[str]:
+    """The indexes a bam command not yet completed will build: pg-boss's drift check counts a
+    missing one among those as still building, not as drift."""
+    if "bam" not in catalog.tables:
+        return frozenset()
+    cursor.execute(plans.unfinished_index_builds(quote_schema(schema)))
+    return frozenset(name for (command,) in cursor.fetchall() if (name := built_index(command)))
+
+
+def built_index(command: str) -> str | None:
+    """The index a bam command builds, as pg-boss's bamCommandIndexName reads it, or None."""
+    match = INDEX_BUILD.match(command)
+    return match.group(1) if match else None
 
 
 def read_partitioned_queues(cursor: Any, schema: str, catalog: Catalog) -> list[QueueTable]:

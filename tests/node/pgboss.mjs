@@ -1,4 +1,4 @@
-// Drives pg-boss 12.35.0 itself, for the interoperability tests. Prints one JSON object on stdout.
+// Drives pg-boss itself (12.38.0 unless PGBOSS_NODE_DIR names another release), for the interoperability tests. Prints one JSON object on stdout.
 //
 //   node pgboss.mjs install <connection string> <schema>
 //       pg-boss installs its own schema (the reference the tests compare ours with).
@@ -27,7 +27,7 @@
 //       starts pg-boss's own timekeeper (schedule: true) and waits up to <seconds> for a job in
 //       <queue>; prints the queue's jobs.
 //   node pgboss.mjs migrate <connection string> <schema>
-//       pg-boss migrates an older schema of its own to 43 (boss.start() with migrate). Its bam runner
+//       pg-boss migrates an older schema of its own to its version (boss.start() with migrate). Its bam runner
 //       builds nothing: it polls at once, but every 24 hours at most, and the test stamps
 //       version.bam_on first, so the index builds the migration queued are left pending.
 //   node pgboss.mjs bam <connection string> <schema>

@@ -1,7 +1,7 @@
-// Prints pg-boss 12.35.0's own rollback SQL, for the rollback tests. One JSON object on stdout.
+// Prints pg-boss's own rollback SQL (12.38.0's, from PGBOSS_NODE_DIR), for the rollback tests. One JSON object on stdout.
 //
 //   node rollback_sql.mjs <schema>
-//       {"43": <SQL>, "42": <SQL>, ..., "26": <SQL>}: for each version, the script `pg-boss rollback`
+//       {"46": <SQL>, "45": <SQL>, ..., "26": <SQL>}: for each version, the script `pg-boss rollback`
 //       runs on a schema at that version (cli.js: migrationStore.rollback(schema, version,
 //       getAllForConfig(config), noAdvisoryLocks)), with pg-boss's default configuration
 //       (partitioned tables, covering indexes, advisory locks).
@@ -20,7 +20,7 @@ const store = await import(pathToFileURL(join(dist, 'migrationStore.js')).href)
 const [schema] = process.argv.slice(2)
 const config = { schema }
 const scripts = {}
-for (let version = 43; version >= 26; version--) {
+for (let version = 46; version >= 26; version--) {
   scripts[version] = store.rollback(schema, version, store.getAllForConfig(config), false)
 }
 console.log(JSON.stringify(scripts))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -16,6 +17,7 @@ from django_pgboss.db.installed import ensure_installed
 from django_pgboss.exceptions import PgBossError
 from django_pgboss.management import metrics_port
 from django_pgboss.management.console import configure_logging
+from django_pgboss.management.schema_wait import until_installed
 from django_pgboss.monitor.flows import FlowReport
 from django_pgboss.monitor.runner import Monitor
 from django_pgboss.monitor.timekeeper import CronReport
@@ -62,10 +64,33 @@ class Command(BaseCommand):
                 on_cron=self._report_cron,
                 on_flow=self._report_flow,
             )
-            ensure_installed(monitor.context)
-            monitor.check_queues()
         except PgBossError as exc:
             raise CommandError(str(exc)) from exc
+        stopped = threading.Event()
+        if not options["once"]:
+
+            def on_signal(signum: int, frame: Any) -> None:
+                logger.info("%s: stopping after this pass", signal.Signals(signum).name)
+                stopped.set()
+                monitor.stop()
+
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, on_signal)
+
+        def ready() -> Monitor:
+            ensure_installed(monitor.context)
+            monitor.check_queues()
+            return monitor
+
+        try:
+            # --once passes over what is there: on a database not migrated yet, it stops with the
+            # one line. A long-running monitor waits for the migration instead (schema_wait.py).
+            found = ready() if options["once"] else until_installed(ready, stopped, "the monitor")
+        except PgBossError as exc:
+            raise CommandError(str(exc)) from exc
+        if found is None:
+            self.stdout.write("stopped before the pgboss schema was installed")
+            return
         if metrics_port.start(options, queues=True, context=monitor.context) is not None:
             from django_pgboss.observability.metrics import MonitorMetrics
 
@@ -73,13 +98,6 @@ class Command(BaseCommand):
         if options["once"]:
             monitor.run_once()
             return
-
-        def on_signal(signum: int, frame: Any) -> None:
-            logger.info("%s: stopping after this pass", signal.Signals(signum).name)
-            monitor.stop()
-
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, on_signal)
         monitor.run()
 
     def _on_pass(self, report: PassReport) -> None:

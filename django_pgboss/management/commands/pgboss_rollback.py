@@ -32,7 +32,7 @@ class Command(SchemaCommand):
         "Roll the pg-boss schema back one version, as pg-boss's own `pg-boss rollback` does, or down to "
         "--to N (25 at the oldest, pg-boss 11.0), step by step, all in one transaction under pg-boss's "
         "advisory lock. --sql prints the SQL instead. pgboss's recorded migrations are forgotten with it, "
-        "so `manage.py migrate pgboss` upgrades the schema again. django_pgboss itself needs schema 43: "
+        "so `manage.py migrate pgboss` upgrades the schema again. django_pgboss itself needs schema 46: "
         "stop its workers and monitors first."
     )
     database_help = "the database alias whose schema to roll back"
@@ -125,7 +125,7 @@ def checked_target(found: InstalledSchema, target: int | None) -> int:
     if not OLDEST_MIGRATABLE_VERSION <= current <= SCHEMA_VERSION:
         raise CommandError(
             f"{found.where} is at version {current}, which django_pgboss does not roll back: it has the "
-            f"steps of pg-boss 12.35, from {SCHEMA_VERSION} down to {OLDEST_MIGRATABLE_VERSION}"
+            f"steps of pg-boss 12.38 and 12.35, from {SCHEMA_VERSION} down to {OLDEST_MIGRATABLE_VERSION}"
         )
     if target is None:
         target = current - 1
@@ -157,10 +157,10 @@ def refuse_unsafe(found: InstalledSchema, target: int) -> None:
 
     The steps are pg-boss's rollback of its own (partitioned) layout: a schema pg-boss installed with
     ``noTablePartitioning`` has a plain job table and none of the job-table helpers the steps call.
-    At version 43 the whole schema is checked against the manifest, as the doctor checks it: a step
-    would otherwise restore or drop objects that differ from what it expects (its result would then
-    be neither version). Below 43 there is no manifest to compare with; a step that meets a missing
-    object fails, and the one transaction leaves the schema as it was.
+    At a version with a manifest (46, 43) the whole schema is checked against it, as the doctor checks
+    it: a step would otherwise restore or drop objects that differ from what it expects (its result
+    would then be neither version). At the others there is no manifest to compare with; a step that
+    meets a missing object fails, and the one transaction leaves the schema as it was.
 
     One refusal is ours, not pg-boss's: below version 28 while a key_strict_fifo queue exists. Its
     rollback drops the policy's index and CHECK from every job table, so schema 27 would hold a queue
@@ -184,12 +184,10 @@ def refuse_unsafe(found: InstalledSchema, target: int) -> None:
                 f"{KEY_STRICT_FIFO_VERSION}. Delete those queues first (boss.delete_queue()), or roll back "
                 f"to {KEY_STRICT_FIFO_VERSION} at the oldest"
             )
-    if found.version < SCHEMA_VERSION:
-        return
-    report = found.state.report
+    report = found.state.report  # at a version with a manifest (43, 46)
     if report is not None and not report.ok:
         problems = "; ".join(report.problems)
         raise CommandError(
-            f"{found.where} has drift from schema {SCHEMA_VERSION} (run manage.py pgboss_doctor): {problems}. "
+            f"{found.where} has drift from schema {found.version} (run manage.py pgboss_doctor): {problems}. "
             f"Not rolled back: the steps would not give pg-boss's schema {found.version - 1}"
         )

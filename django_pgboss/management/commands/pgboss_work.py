@@ -20,6 +20,7 @@ from django_pgboss import arguments
 from django_pgboss.exceptions import InvalidOption
 from django_pgboss.management import metrics_port
 from django_pgboss.management.console import configure_logging
+from django_pgboss.management.schema_wait import until_installed
 from django_pgboss.tasks.registrations import worker_tasks
 from django_pgboss.version import version_text
 from django_pgboss.worker.backoff import when_reachable
@@ -109,8 +110,13 @@ class Command(BaseCommand):
                 max_abandoned_threads=options["max_abandoned_threads"],
             )
 
+        def reach() -> Worker | None:
+            return when_reachable(build, waiting, "the worker")
+
         try:
-            worker = when_reachable(build, waiting, "the worker")
+            # A burst drains what is there: on a database not migrated yet, it stops with the one
+            # line. A long-running worker waits for the migration instead (schema_wait.py).
+            worker = reach() if options["burst"] else until_installed(reach, waiting, "the worker")
         except LaunchError as exc:
             raise CommandError(str(exc)) from exc
         if worker is None:
