@@ -343,3 +343,29 @@ def test_the_schedule_form_previews_the_next_ten_runs_and_shows_errors_under_the
         "Scheduled 'orders month-end': 0 3 * * * (Europe/Paris)."
     )
     assert boss.get_schedule("orders", "month-end").cron == "0 3 * * *"
+
+
+def test_pg_boss_internal_queues_are_shown_on_request_and_the_warnings_page_says_how_to_keep_them(
+    page, live_server, operations
+):
+    from django_pgboss.schedules import SEND_IT_QUEUE
+
+    boss.create_queue(SEND_IT_QUEUE)
+    admin = f"{live_server.url}/admin"
+    page.goto(f"{admin}/pgboss/queue/")
+    expect(page.locator("#result_list")).not_to_contain_text(SEND_IT_QUEUE)
+    page.get_by_role("link", name="Shown").click()
+    expect(page.locator("#result_list")).to_contain_text(SEND_IT_QUEUE)
+    # The redrive page: the checkbox, then "Update preview", lists it as a destination.
+    page.goto(f"{admin}/pgboss/job/?name=orders-dlq")
+    page.locator("#action-toggle").check()
+    page.select_option("select[name=action]", "redrive_jobs")
+    page.click("button[name=index]")
+    send_it = page.locator(f'#pgboss-destination option[value="{SEND_IT_QUEUE}"]')
+    expect(send_it).to_have_count(0)
+    expect(page.locator('#pgboss-destination option[value="orders"]')).to_have_count(1)
+    page.locator("#pgboss-show-internal").check()
+    page.click("button[name=preview]")
+    expect(send_it).to_have_count(1)
+    page.goto(f"{admin}/pgboss/warning/")
+    expect(page.locator("#pgboss-warnings-off")).to_contain_text('PGBOSS["PERSIST_WARNINGS"] is off')

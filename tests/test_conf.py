@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from django_pgboss.conf import DEFAULTS, pgboss_settings
+from tests.test_docs import marked_blocks
+
+PACKAGE = Path(__file__).resolve().parents[1] / "django_pgboss"
 
 
 def test_defaults_apply_for_missing_keys():
@@ -71,3 +77,18 @@ def test_pgboss_must_be_a_dict():
 def test_unknown_attribute_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no key 'NOPE'"):
         _ = pgboss_settings.NOPE
+
+
+def test_settings_md_lists_every_key_the_package_reads_with_its_default():
+    (block,) = marked_blocks("settings.md", 1)
+    namespace: dict = {}
+    exec(compile(block, "docs/settings.md", "exec"), namespace)
+    documented = namespace["PGBOSS"]
+    # The keys the package's code reads (pgboss_settings.KEY), each of which DEFAULTS must hold.
+    read = {
+        key
+        for path in PACKAGE.rglob("*.py")
+        for key in re.findall(r"pgboss_settings\.([A-Z][A-Z_]*)\b", path.read_text())
+    }
+    assert sorted(documented) == sorted(DEFAULTS) == sorted(read)
+    assert documented == DEFAULTS

@@ -46,12 +46,13 @@ def test_a_failed_job_logs_its_queue_id_and_attempt_as_json_fields(json_lines):
     # Two bursts: the second runs the retry, whichever way the first ended around it.
     for _ in range(2):
         Worker([Registration("flaky", handler, polling_interval_seconds=0.1)], burst=True).run()
-    failures = [line for line in json_lines() if "failed: ValueError" in line["message"]]
-    assert [(line["queue"], line["job_id"], line["attempt"]) for line in failures] == [
-        ("flaky", job_id, 1),
-        ("flaky", job_id, 2),
+    failures = [line for line in json_lines() if ": ValueError: no such address" in line["message"]]
+    assert [(line["queue"], line["job_id"], line["attempt"], line["will_retry"]) for line in failures] == [
+        ("flaky", job_id, 1, True),
+        ("flaky", job_id, 2, False),
     ]
-    assert all(line["logger"] == "django_pgboss.worker" and line["level"] == "INFO" for line in failures)
+    assert all(line["logger"] == "django_pgboss.worker" and line["level"] == "ERROR" for line in failures)
+    assert all("ValueError: no such address" in line["exc_info"] for line in failures)
 
 
 def test_a_monitor_warning_names_its_queue_and_type(json_lines):

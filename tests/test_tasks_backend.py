@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
+import logging
 import math
 import os
 import re
@@ -120,6 +121,31 @@ def test_a_failing_task_is_retried_then_failed_with_the_error_of_each_attempt():
     with pytest.raises(ValueError, match="Task failed"):
         _ = failed.return_value
     assert job_row(result.id, "state", "retry_count") == ("failed", 2)
+
+
+def test_a_task_retries_twice_by_default_as_a_pg_boss_queue_does():
+    # docs/tasks.md, "Retries: twice by default": a backend without QUEUE_OPTIONS.
+    plain = {
+        "default": {
+            "BACKEND": "django_pgboss.tasks_backend.PgBossBackend",
+            "QUEUES": ["default"],
+            "OPTIONS": {"WORKER": {"polling_interval_seconds": 0.2}},
+        }
+    }
+    with override_settings(TASKS=plain):
+        result = tasks.fail_always.enqueue("still broken")
+        assert boss.get_queue("default").retry_limit == 2
+        work_tasks()
+        failed = result_of(result)
+    assert failed.status == TaskResultStatus.FAILED
+    assert failed.attempts == 3
+
+
+def test_a_tasks_own_retry_limit_wins_over_its_queues():
+    result = tasks.fail_always.using(retry_limit=0).enqueue("once only")
+    assert boss.get_queue("default").retry_limit == 2
+    work_tasks()
+    assert result_of(result).attempts == 1
 
 
 def test_a_burst_worker_runs_every_retry_even_when_the_settler_is_faster_than_the_handler(monkeypatch):
@@ -319,6 +345,41 @@ def test_signals_are_sent_on_enqueue_start_and_finish(kind):
             (bad.name, TaskResultStatus.FAILED),
         ]
     )
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_the_frameworks_failed_task_line_carries_the_tasks_exception(kind):
+    # Django's task framework logs each task_finished of a failed result with the exception being
+    # handled (for error trackers); the worker sends it from a handler of the task's exception.
+    task = tasks.fail_always if kind == "sync" else tasks.async_fail
+    framework = logging.getLogger(SOURCE)  # "django.tasks", or "django_tasks" for the backport
+    records = _Records()
+    framework.addHandler(records)
+    try:
+        result = task.using(retry_limit=0).enqueue("broken input")
+        work_tasks()
+    finally:
+        framework.removeHandler(records)
+    (line,) = [r for r in records.records if "state=FAILED" in r.getMessage()]
+    assert line.levelno == logging.ERROR
+    assert line.getMessage() == f"Task id={result.id} path={task.module_path} state=FAILED"
+    exc = line.exc_info[1]
+    assert type(exc) is (ValueError if kind == "sync" else LookupError) and str(exc) == "broken input"
+    text = logging.Formatter().format(line)
+    assert "NoneType: None" not in text
+    # The traceback is the task's own, from the task function down, with no frame of the worker's
+    # re-raise in front of it.
+    assert f"in {task.func.__name__}" in text
+    assert "_send_finished_in_handler" not in text
 
 
 def test_a_running_task_reads_as_running_and_a_cancelled_one_as_failed():

@@ -27,14 +27,14 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from django_pgboss.admin import charts, job_display, request_checks
+from django_pgboss.admin import charts, internal_queues, job_display, request_checks
 from django_pgboss.admin.job_admin import JobKeyAdminMixin
 from django_pgboss.admin.job_keys import job_key, parse_job_key
 from django_pgboss.admin.views import flows, job_actions, lineage, purge, redrive
 from django_pgboss.admin.views import throughput as throughput_views
 from django_pgboss.constants import JobState, QueuePolicy
 from django_pgboss.exceptions import PgBossError
-from django_pgboss.models import Job, Queue, QueueStats, Warning
+from django_pgboss.models import Job, Queue
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -84,7 +84,8 @@ class QueueAdmin(ReadOnlyAdmin):
         "throughput",
         "dead_letter",
     ]
-    list_filter = ["policy", "partition"]
+    # pg-boss's own queues are hidden unless the filter shows them (admin/internal_queues.py).
+    list_filter = [internal_queues.InternalQueueFilter, "policy", "partition"]
     search_fields = ["name"]
     change_form_template = "admin/pgboss/queue/change_form.html"
     change_list_template = "admin/pgboss/queue/change_list.html"
@@ -567,29 +568,3 @@ class JobAdmin(JobKeyAdminMixin, job_display.JobDisplayMixin, ReadOnlyAdmin):
     @admin.action(description="Redrive selected dead-letter jobs…", permissions=["redrive"])
     def redrive_jobs(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
         return redrive.redrive_view(self, request, queryset)
-
-
-@admin.register(QueueStats)
-class QueueStatsAdmin(ReadOnlyAdmin):
-    list_display = ["name", "captured_on", "queued_count", "active_count", "completed_delta", "failed_delta"]
-    list_filter = ["name"]
-
-    class Media:
-        css = {"all": ["pgboss/admin.css"]}
-
-
-@admin.register(Warning)
-class WarningAdmin(ReadOnlyAdmin):
-    """Warnings the monitor kept (PGBOSS["PERSIST_WARNINGS"]), read-only."""
-
-    list_display = ["created_on", "type", "message"]
-    list_filter = ["type"]
-    readonly_fields = ["pretty_data"]
-    fields = ["id", "type", "message", "created_on", "pretty_data"]
-
-    class Media:
-        css = {"all": ["pgboss/admin.css"]}
-
-    @admin.display(description="data")
-    def pretty_data(self, obj: Warning) -> str:
-        return job_display.output_block(obj.data)

@@ -14,6 +14,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
+from django_pgboss.observability.extras import METRICS_MISSING, metrics_available
 
 
 def add_arguments(parser: CommandParser, what: str) -> None:
@@ -35,13 +36,16 @@ def add_arguments(parser: CommandParser, what: str) -> None:
 
 
 def check(options: dict[str, Any]) -> None:
-    """Refuse a port out of range, or an empty address, before anything starts."""
+    """Refuse a port out of range, an empty address, or a port without prometheus-client, before
+    anything starts."""
     port = options["metrics_port"]
     if port is not None and not 0 <= port <= 65535:
         raise CommandError(f"--metrics-port must be between 0 and 65535, not {port}")
     addr = options.get("metrics_addr")
     if addr is not None and (not addr.strip() or "\x00" in addr):
         raise CommandError(f"--metrics-addr must be a host name or an IP address, not {addr!r}")
+    if port is not None and not metrics_available():
+        raise CommandError(METRICS_MISSING)
 
 
 def address(options: dict[str, Any]) -> str:
@@ -57,8 +61,9 @@ def start(options: dict[str, Any], *, queues: bool, context: DatabaseContext | N
         return None
     try:
         from django_pgboss.observability import exposition
-    except ImproperlyConfigured as exc:
-        raise CommandError(str(exc)) from exc
+    except (ImproperlyConfigured, ImportError) as exc:
+        # check() found prometheus-client; this is a part of it that does not import.
+        raise CommandError(f"{METRICS_MISSING} ({exc})") from exc
     try:
         return exposition.serve(
             port, address(options), queues=queues, context=context, token=pgboss_settings.METRICS_TOKEN

@@ -39,9 +39,9 @@ try:
 except ImportError as exc:  # pragma: no cover - the metric tests run with the extra installed
     from django.core.exceptions import ImproperlyConfigured
 
-    raise ImproperlyConfigured(
-        "django_pgboss's metrics need prometheus-client: pip install 'django-pgboss[metrics]'"
-    ) from exc
+    from django_pgboss.observability.extras import METRICS_MISSING
+
+    raise ImproperlyConfigured(METRICS_MISSING) from exc
 
 logger = logging.getLogger("django_pgboss.observability")
 

@@ -51,6 +51,7 @@ from django_pgboss.exceptions import (
     JobDataNotSerializable,
     PgBossError,
     QueueNotFound,
+    TaskAttemptLost,
     TaskNotEnqueued,
     TaskNotFound,
 )
@@ -462,8 +463,9 @@ class PgBossBackend(BaseTaskBackend):
         with self._finishing_lock:
             self._unstored[(job.name, job.id, job.retry_count)] = result
 
-    def _stored(self, job: Job, *, failed: bool, output: Any) -> None:
-        """The worker stored an attempt's end: send its task_finished."""
+    def _stored(self, job: Job, *, failed: bool, output: Any, exception: BaseException | None = None) -> None:
+        """The worker stored an attempt's end: send its task_finished. ``exception`` is what
+        failed the attempt, when the worker failed it with one (the task's own, as it raised)."""
         with self._finishing_lock:
             result = self._unstored.pop((job.name, job.id, job.retry_count), None)
         if result is None:
@@ -475,7 +477,14 @@ class PgBossBackend(BaseTaskBackend):
             result.errors.append(TaskError(**error))
             object.__setattr__(result, "status", TaskResultStatus.FAILED)
             object.__setattr__(result, "_return_value", None)
-        task_finished.send(type(self), task_result=result)
+        if result.status != TaskResultStatus.FAILED:
+            task_finished.send(type(self), task_result=result)
+            return
+        if exception is None:
+            # Failed by the worker with an output, not an exception: the error the result lists.
+            last = result.errors[-1].traceback.strip().splitlines() if result.errors else []
+            exception = TaskAttemptLost(last[-1] if last else "the worker failed the attempt")
+        _send_finished_in_handler(type(self), result, exception)
 
     def _forget_unstored(self, queues: Collection[str]) -> None:
         """A worker of ``queues`` stopped: results it never stored (an attempt its stop
@@ -487,6 +496,25 @@ class PgBossBackend(BaseTaskBackend):
         with self._finishing_lock:
             for key in [key for key in self._unstored if key[0] in queues]:
                 del self._unstored[key]
+
+
+def _send_finished_in_handler(sender: type, result: TaskResult, exception: BaseException) -> None:
+    """Send a failed result's task_finished from inside a handler of the exception that failed it.
+
+    Django's own backends send it there, and Django's receiver relies on it: it logs the failed
+    task with the exception being handled (``logger.exception()``, or ``sys.exc_info()`` on
+    Django 6), for error trackers. Our worker stores the attempt's end later, on its settler
+    thread, where no exception is being handled: sent bare, the receiver logged ``NoneType:
+    None`` in place of the traceback. The exception is raised again only to be caught here.
+    """
+    traceback = exception.__traceback__
+    try:
+        raise exception
+    except BaseException:
+        # The raise put this frame in front of the task's traceback; sys.exc_info() reads the
+        # traceback from the exception (Python 3.11 and later), so the task's own is put back.
+        exception.__traceback__ = traceback
+        task_finished.send(sender, task_result=result)
 
 
 def task_backends_for(boss: Boss | DatabaseContext | None = None) -> list[PgBossBackend]:

@@ -37,7 +37,9 @@ class RunnerBackend(AttemptBackend, Protocol):
 
     def ensure_queues(self) -> list[str]: ...
 
-    def _stored(self, job: Job, *, failed: bool, output: Any) -> None: ...
+    def _stored(
+        self, job: Job, *, failed: bool, output: Any, exception: BaseException | None = None
+    ) -> None: ...
 
     def _forget_unstored(self, queues: Collection[str]) -> None: ...
 
@@ -66,9 +68,18 @@ class TaskHandler:
         if self._mine(worker, queue):
             self.backend._stored(job, failed=False, output=output)
 
-    def _failed(self, sender: Any, worker: Any, queue: str, job: Job, output: Any, **kwargs: Any) -> None:
+    def _failed(
+        self,
+        sender: Any,
+        worker: Any,
+        queue: str,
+        job: Job,
+        output: Any,
+        exception: BaseException | None = None,
+        **kwargs: Any,
+    ) -> None:
         if self._mine(worker, queue):
-            self.backend._stored(job, failed=True, output=output)
+            self.backend._stored(job, failed=True, output=output, exception=exception)
 
     def _stopped(self, sender: Any, worker: Any, **kwargs: Any) -> None:
         queues = {r.queue for r in getattr(worker, "registrations", ()) if r.handler is self}

@@ -66,6 +66,7 @@ from django.db import close_old_connections, connections
 
 from django_pgboss.cancellation import DEADLINE
 from django_pgboss.records import Job
+from django_pgboss.worker import job_logs
 from django_pgboss.worker.core import job_ids
 
 #: How long a coroutine cancelled at its deadline may go on before its slot leaves it running.
@@ -463,12 +464,19 @@ class AsyncQueue:
         in what it runs on threads), and records what the coroutine raised as it passes."""
         registration = self.registration
         self.host.started(name)
+        job_logs.started(name, jobs)
         began = time.perf_counter()
+        raised: BaseException | None = None
         try:
             with self.host.span(name, jobs):
                 return await registration.handler(jobs if registration.batch else jobs[0])
+        except BaseException as exc:
+            raised = exc
+            raise
         finally:
-            self.host.ended(name, time.perf_counter() - began)
+            seconds = time.perf_counter() - began
+            self.host.ended(name, seconds)
+            job_logs.ended(name, jobs, seconds, raised)
 
 
 def _wake(waiter: asyncio.Future[None], _task: Any) -> None:

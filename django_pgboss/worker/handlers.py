@@ -14,9 +14,8 @@ import time
 from django.db import connections
 
 from django_pgboss.observability import tracing
-from django_pgboss.observability.logs import job_extra
 from django_pgboss.records import Job
-from django_pgboss.worker import events, transactional
+from django_pgboss.worker import events, job_logs, transactional
 from django_pgboss.worker.core import (
     Outcome,
     QueueState,
@@ -122,6 +121,7 @@ class HandlerThreads(WorkerCore):
         state.last_job_started_at = began
         self._current_since[threading.current_thread()] = began
         events.jobs_started(self, name, jobs)
+        job_logs.started(name, jobs)
         instruments = self.instruments
         if instruments is not None:
             instruments.handler_started(name)
@@ -143,6 +143,8 @@ class HandlerThreads(WorkerCore):
                             is_late=lambda: thread in self._detached,
                             committed=lambda pairs, ids: events.jobs_completed(self, name, pairs, ids),
                         )
+                        rolled_back = settles[0][3] if settles else None
+                        job_logs.ended(name, jobs, time.perf_counter() - started, rolled_back)
                         return
                     result = registration.handler(jobs if registration.batch else jobs[0])
             finally:
@@ -154,16 +156,11 @@ class HandlerThreads(WorkerCore):
             # included: signals reach only the main thread (which the command's own handlers
             # serve), so in a handler thread these are the handler's own doing, and letting them
             # through would end the thread without a word while the queue kept claiming for it.
-            logger.info(
-                "job(s) %s of %s failed: %s: %s",
-                job_ids(jobs),
-                name,
-                type(exc).__name__,
-                exc,
-                extra=job_extra(name, jobs),
-            )
-            settles = [("fail", name, jobs, exc)]
+            # The settler logs the exception at ERROR once it knows whether the jobs retry.
+            job_logs.ended(name, jobs, time.perf_counter() - started, exc)
+            settles = [("raised", name, jobs, exc)]
         else:
+            job_logs.ended(name, jobs, time.perf_counter() - started, None)
             settles = settle_items(registration, name, jobs, result)
         finally:
             state.last_job_ended_at = time.time()
@@ -188,14 +185,8 @@ class HandlerThreads(WorkerCore):
         if kind == "result":
             return settle_items(self._queues[name].registration, name, jobs, value)
         if kind == "error":
-            logger.info(
-                "job(s) %s of %s failed: %s: %s",
-                job_ids(jobs),
-                name,
-                type(value).__name__,
-                value,
-                extra=job_extra(name, jobs),
-            )
+            # Logged at ERROR by the settler, as a handler thread's exception is.
+            return [("raised", name, jobs, value)]
         return [("fail", name, jobs, value)]
 
     def _release_unit(

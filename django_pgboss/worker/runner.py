@@ -37,6 +37,7 @@ from django_pgboss.conf import pgboss_settings
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
 from django_pgboss.observability.instruments import HandlerInstruments
 from django_pgboss.worker.backoff import when_reachable
+from django_pgboss.worker.banner import banner
 from django_pgboss.worker.core import QueueState, WorkerStats, logger, queue_capacity
 from django_pgboss.worker.deadlines import EXIT_ABANDONED_THREADS, Deadlines
 from django_pgboss.worker.fetching import FetchLoops
@@ -163,13 +164,15 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
         self._spawn("pgboss-deadlines", self._deadline_loop)
         for name in self._queues:
             self._spawn(f"pgboss-fetch-{name}", self._fetch_loop, name)
-        logger.info(
-            "worker started: %s",
-            ", ".join(
-                f"{r.queue} -> {r.label} (concurrency {r.concurrency}, batch size {r.batch_size})"
-                for r in self.registrations
-            ),
+        text, fields = banner(
+            self.registrations,
+            using=self.boss.context.using,
+            schema=self.boss.schema,
+            burst=self.burst,
+            max_jobs=self.max_jobs,
+            grace_seconds=self.grace_seconds,
         )
+        logger.info("%s", text, extra=fields)
         self._warn_connection_per_transaction()
         try:
             signals.send(signals.worker_started, type(self), worker=self, queues=list(self._queues))

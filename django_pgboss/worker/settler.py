@@ -23,7 +23,7 @@ from django_pgboss.api.jobs import JobStore
 from django_pgboss.observability import tracing
 from django_pgboss.records import Job
 from django_pgboss.wire import storable_text
-from django_pgboss.worker import events
+from django_pgboss.worker import events, job_logs
 from django_pgboss.worker.outcomes import failure_output, is_refusal, unstorable_output
 
 logger = logging.getLogger("django_pgboss.worker")
@@ -36,8 +36,9 @@ SETTLE_BATCH = 500
 STOPPING_ATTEMPTS = 5
 
 #: One settle request: (kind, queue name, jobs, output). Kinds: "complete" (each job with the one
-#: output), "complete_each" (the output is a list, one per job), "fail", "dead_letter" (failed for
-#: good at once, per-job results), "requeue" (claimed, never started), "unclaim" (the same, for a
+#: output), "complete_each" (the output is a list, one per job), "raised" (the handler raised the
+#: output, an exception: failed, and logged at ERROR once written), "fail" (any other failure),
+#: "dead_letter" (failed for good at once, per-job results), "requeue" (claimed, never started), "unclaim" (the same, for a
 #: job past its group's local limit, counted as a result so the queue is not drained before it is
 #: back), "interrupt" (cut short by a shutdown), "stop".
 SettleItem = tuple[str, str, list[Job], Any]
@@ -110,6 +111,9 @@ class Settler:
                 elif kind == "unclaim":
                     self.requeue(name, jobs, started=False, output=result)
                     self._settled(name, 1)
+                elif kind == "raised":
+                    self.fail(name, jobs, result, raised=True)
+                    self._settled(name, 1)
                 else:
                     self.fail(name, jobs, result, terminal=kind == "dead_letter")
                     self._settled(name, 1)
@@ -180,10 +184,15 @@ class Settler:
             self.stats.add(completed=len(settled), lost=lost)
         return [], None
 
-    def fail(self, name: str, jobs: list[Job], failure: Any, *, terminal: bool = False) -> None:
+    def fail(
+        self, name: str, jobs: list[Job], failure: Any, *, terminal: bool = False, raised: bool = False
+    ) -> dict[str, str]:
         """Fail ``jobs`` with ``failure`` (an exception or an output dict), so they retry (with
-        ``terminal``, for good at once: to the dead letter). A job that goes to its dead letter
-        queue is logged with the copy's id.
+        ``terminal``, for good at once: to the dead letter); returns the state each job failed
+        went to ('retry' or 'failed'), by id. With ``raised`` (the handler raised ``failure``)
+        the exception is logged at ERROR once the failure is written, saying whether the jobs
+        retry; a job failed for good is logged at WARNING after it, with its copy's id when it
+        went to its dead letter queue.
 
         The output is made storable first; if the database refuses it anyway, a shorter one is
         tried, then each job on its own, so one job's refusal never keeps another from failing.
@@ -200,9 +209,12 @@ class Settler:
             except Exception as exc:
                 if is_refusal(exc):
                     if len(jobs) > 1:
+                        each: dict[str, str] = {}
                         for job in jobs:
-                            self.fail(name, [job], output, terminal=terminal)
-                        return
+                            each.update(self.fail(name, [job], output, terminal=terminal, raised=False))
+                        if raised:
+                            job_logs.raised(name, jobs, failure, each)
+                        return each
                     shorter = _shorter(output, exc)
                     if shorter != output:
                         output = shorter
@@ -213,24 +225,24 @@ class Settler:
                         name,
                         storable_text(str(exc).strip()),
                     )
-                    return
+                    if raised:
+                        job_logs.raised(name, jobs, failure, {})
+                    return {}
                 attempts += 1
                 if self._is_stopping() and attempts > STOPPING_ATTEMPTS:
                     logger.error(
                         "could not fail job(s) %s of %s; the monitor will expire them", _ids(jobs), name
                     )
-                    return
+                    if raised:
+                        job_logs.raised(name, jobs, failure, {})
+                    return {}
                 self._trouble(f"failing jobs of {name}", exc, attempts)
         self.stats.add(failed=failed, lost=len(jobs) - failed)
-        for source, dead_letter, copy in copies:
-            logger.warning(
-                "job %s of %s failed for good and went to its dead letter queue %s as job %s",
-                source,
-                name,
-                dead_letter,
-                copy,
-            )
+        if raised:
+            job_logs.raised(name, jobs, failure, states)
+        job_logs.failed_for_good(name, jobs, states, copies, terminal=terminal)
         events.jobs_failed(self.worker, name, jobs, output, failure, states, copies)
+        return states
 
     def requeue(self, name: str, jobs: list[Job], *, started: bool, output: Any) -> None:
         """Put the jobs of a stopping worker back in the queue without charging an attempt

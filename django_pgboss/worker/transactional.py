@@ -90,14 +90,8 @@ def run_unit(
     if outcome == "completed":
         stats.add(completed=len(value))
         return []
-    logger.info(
-        "job(s) %s of %s failed, their transaction rolled back: %s: %s",
-        ", ".join(job.id for job in jobs[:5]) + (" ..." if len(jobs) > 5 else ""),
-        registration.queue,
-        type(value).__name__,
-        value,
-    )
-    return [("fail", registration.queue, jobs, value)]
+    # The settler logs the reason at ERROR (worker/job_logs.py) once the jobs are failed.
+    return [("raised", registration.queue, jobs, value)]
 
 
 def run_in_transaction(

@@ -13,12 +13,12 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from django_pgboss.admin import internal_queues
 from django_pgboss.admin.job_keys import job_key, key_of
 from django_pgboss.admin.views.common import log_entry
 from django_pgboss.api.boss import boss
 from django_pgboss.exceptions import PgBossError
 from django_pgboss.models import Job as JobRow
-from django_pgboss.models import Queue
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -45,6 +45,7 @@ def redrive_view(model_admin: ModelAdmin, request: HttpRequest, queryset: Any) -
         )
         return None
     destination = request.POST.get("destination") or None
+    show_internal = internal_queues.asked_for(request.POST)
     by_queue: dict[str, list[str]] = defaultdict(list)
     for job in jobs:
         by_queue[job.name].append(str(job.id))
@@ -67,7 +68,10 @@ def redrive_view(model_admin: ModelAdmin, request: HttpRequest, queryset: Any) -
         "previews": previews,
         "jobs": jobs,
         "destination": destination or "",
-        "queues": list(Queue.objects.values_list("name", flat=True)),
+        # pg-boss's own queues only when asked for (the page's checkbox), or already chosen.
+        "queues": internal_queues.queue_names(internal=show_internal, keep=[destination]),
+        "show_internal": show_internal,
+        "internal_parameter": internal_queues.PARAMETER,
         "action_checkbox_name": "_selected_action",
         "selected_ids": [job_key(job) for job in jobs],
         "movable": sum(p["preview"].total - p["preview"].unroutable for p in previews),

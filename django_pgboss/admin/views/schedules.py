@@ -20,12 +20,13 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from django_pgboss.admin import internal_queues
 from django_pgboss.admin.job_keys import key_of
 from django_pgboss.admin.views.common import log_entry, pretty_json, require_permission
 from django_pgboss.api.boss import boss
 from django_pgboss.api.schedules import ScheduleStore, send_options
 from django_pgboss.exceptions import InvalidSchedule, PgBossError, QueueNotFound
-from django_pgboss.models import Queue, Schedule
+from django_pgboss.models import Schedule
 from django_pgboss.recurrence import PREVIEW_DEFAULT_COUNT, Recurrence, read_stored
 
 if TYPE_CHECKING:
@@ -73,11 +74,14 @@ class ScheduleForm(forms.Form):
         initial="skip",
     )
 
-    def __init__(self, *args: Any, editing: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, editing: bool = False, internal: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         queue_field = self.fields["name"]
         assert isinstance(queue_field, forms.ChoiceField)
-        queue_field.choices = [(n, n) for n in Queue.objects.values_list("name", flat=True)]
+        # pg-boss's own queues only with ``internal`` (?internal=1), or when the form already
+        # names one (a schedule being edited, a ?queue= link), which it must still show.
+        names = internal_queues.queue_names(internal=internal, keep=[self.initial.get("name")])
+        queue_field.choices = [(n, n) for n in names]
         if editing:
             # Changing the queue or the key would make another schedule, not edit this one.
             self.fields["name"].disabled = True
@@ -186,7 +190,11 @@ def schedule_list_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpRes
 def schedule_add_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
     """Create (or replace) a schedule through boss.schedule(); "Preview" shows the next runs first."""
     require_permission(request, "add_schedule")
-    form = ScheduleForm(request.POST or None, initial={"name": request.GET.get("queue")})
+    form = ScheduleForm(
+        request.POST or None,
+        initial={"name": request.GET.get("queue")},
+        internal=internal_queues.asked_for(request.GET),
+    )
     return _schedule_form(model_admin, request, form, None)
 
 
@@ -277,8 +285,20 @@ def _schedule_form(
         preview=_preview_rows(form.preview, zone),
         preview_count=PREVIEW_DEFAULT_COUNT,
         previewing=previewing,
+        **_internal_toggle(request),
     )
     return TemplateResponse(request, "admin/pgboss/schedule_form.html", context)
+
+
+def _internal_toggle(request: HttpRequest) -> dict[str, Any]:
+    """The form's link that shows (or hides again) pg-boss's internal queues among the targets."""
+    query = request.GET.copy()
+    shown = internal_queues.asked_for(query)
+    if shown:
+        query.pop(internal_queues.PARAMETER, None)
+    else:
+        query[internal_queues.PARAMETER] = "1"
+    return {"show_internal": shown, "internal_url": request.path + (f"?{query.urlencode()}" if query else "")}
 
 
 def _send_options_of(found: Any) -> dict[str, Any]:
