@@ -4,4 +4,4 @@ the model admins."""
 
 from __future__ import annotations
 
-from django_pgboss.admin import model_admins, schedule_admin  # noqa: F401  (register the ModelAdmins)
+from django_pgboss.admin import instance_admin, model_admins, schedule_admin  # noqa: F401  (register the ModelAdmins)
