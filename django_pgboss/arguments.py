@@ -29,7 +29,7 @@ from django_pgboss.exceptions import (
     InvalidStartAfter,
     InvalidTimestamp,
 )
-from django_pgboss.records import Job
+from django_pgboss.records import Instance, Job
 from django_pgboss.wire import EDIT_OPTIONS, QUEUE_OPTIONS, SEND_OPTIONS, JsonText, to_json
 
 #: Largest value of PostgreSQL's integer (int4), the type of every integer option's column.
@@ -585,3 +585,30 @@ def job_attempt(item: Any, verb: str) -> tuple[str, int | None]:
     ):
         raise InvalidJobReference(f"{verb}(): retry_count must be an integer >= 0, not {retry_count!r}")
     return canonical, retry_count
+
+
+# -- list reads ----------------------------------------------------------------------------------
+
+#: A list read's page when no limit is given, and the most one may ask for (pg-boss 12.38's).
+LIST_LIMIT_DEFAULT = 1000
+LIST_LIMIT_MAX = 100_000
+
+
+def list_limit(method: str, value: object) -> int:
+    """A list read's ``limit``: None for LIST_LIMIT_DEFAULT, else an int from 1 to LIST_LIMIT_MAX."""
+    if value is None:
+        return LIST_LIMIT_DEFAULT
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= LIST_LIMIT_MAX:
+        raise InvalidOption(f"{method}: limit must be an integer from 1 to {LIST_LIMIT_MAX}, not {value!r}")
+    return value
+
+
+def instance_after(value: object) -> str | None:
+    """get_instances()' ``after``: the previous page's last Instance, or its id (a uuid)."""
+    if value is None:
+        return None
+    if isinstance(value, Instance):
+        value = value.id
+    if not isinstance(value, str | uuid.UUID) or (isinstance(value, str) and not value):
+        raise InvalidOption(f"get_instances: after must be an Instance or its id (a uuid), not {value!r}")
+    return uuid_text(value, "get_instances: after")

@@ -112,6 +112,7 @@ NUMERIC_SETTINGS = {
     "WARNING_RETENTION_DAYS": (1, 365),
     "REINDEX_INTERVAL_SECONDS": (1, 86_400),
     "MAX_ABANDONED_THREADS": (0, None),
+    "INSTANCE_HEARTBEAT_SECONDS": (1, 3600),
 }
 BOOLEAN_SETTINGS = (
     "PREPARED_STATEMENTS",
@@ -119,6 +120,7 @@ BOOLEAN_SETTINGS = (
     "PERSIST_WARNINGS",
     "MONITOR_VACUUM",
     "REINDEX",
+    "REGISTER_INSTANCE",
 )
 
 
@@ -147,6 +149,15 @@ def check_monitor_settings(app_configs: Any = None, **kwargs: Any) -> list[Error
             errors.append(
                 Error(f'settings.PGBOSS["{key}"] = {values[key]!r} must be True or False.', id="pgboss.E005")
             )
+    name = pgboss_settings.INSTANCE_NAME
+    if name is not None and (not isinstance(name, str) or not name or "\x00" in name or len(name) > 1024):
+        errors.append(
+            Error(
+                f'settings.PGBOSS["INSTANCE_NAME"] = {name!r} must be None or a non-empty string of at '
+                "most 1,024 characters without NUL.",
+                id="pgboss.E005",
+            )
+        )
     return errors
 
 

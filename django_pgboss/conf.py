@@ -73,6 +73,13 @@ DEFAULTS: dict[str, Any] = {
     # on unless --metrics-addr says otherwise: this machine only, since a port answers anyone who
     # reaches it when no METRICS_TOKEN is set. "0.0.0.0" (or "::") listens on every interface.
     "METRICS_ADDR": "127.0.0.1",
+    # The instance registry (pg-boss 12.36's registerInstance, instanceName, instanceHeartbeatSeconds):
+    # every pgboss_work and pgboss_monitor process, and an in-process Worker or Monitor, writes a row
+    # in the instance table (boss.get_instances(), the admin's Instances page), under this name when
+    # one is set, refreshed every so many seconds (1 to 3,600); it reads as gone after three missed.
+    "REGISTER_INSTANCE": True,
+    "INSTANCE_NAME": None,
+    "INSTANCE_HEARTBEAT_SECONDS": 30,
 }
 
 

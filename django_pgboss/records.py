@@ -1,5 +1,6 @@
 """The values the job API hands back: Job, QueueInfo, StatsPoint, UpdateResult and UpsertResult
-(frozen dataclasses), and the PassReport of a monitor pass."""
+(frozen dataclasses), the PassReport of a monitor pass, and the instance registry's Instance with
+its InstanceWorker and InstanceMetrics."""
 
 from __future__ import annotations
 
@@ -280,3 +281,93 @@ class DependencyRef:
 
     name: str
     id: str
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceWorker:
+    """One queue a registered process works, as its last heartbeat recorded it (pg-boss's
+    InstanceWorker: one entry per ``work()`` call; a django_pgboss worker writes one per queue).
+
+    ``local_concurrency`` is how many handlers work the queue at once, ``active`` the jobs in hand
+    at the heartbeat; the ``last_*`` moments are None until they happen (only the error's moment is
+    kept, never the error: the table is readable by anything that can read the schema).
+    ``options`` are the other work options set, by pg-boss's names (``includeMetadata``,
+    ``groupConcurrency``, ...); one left at its default is absent.
+    """
+
+    id: str
+    queue: str
+    local_concurrency: int
+    batch_size: int
+    polling_interval_seconds: float | None
+    active: int
+    last_fetched_on: dt.datetime | None = None
+    last_job_ended_on: dt.datetime | None = None
+    last_error_on: dt.datetime | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceMetrics:
+    """A registered process at its last heartbeat (pg-boss's InstanceMetrics): limits are its
+    container's where a cgroup sets them (``cgroup`` 1 or 2), else the host's; rates cover the time
+    since the previous heartbeat, so they are None on the first.
+
+    ``cpu`` is the cores used, ``cpu_limit`` the cores allowed, ``cpu_throttled`` the share of CPU
+    periods the container was paused for (None without a quota); ``rss``, ``memory_used`` (the
+    container's working set, None without a memory limit) and ``memory_limit`` are bytes. The heap
+    and event-loop figures are a Node process's: a Python process writes None there.
+    """
+
+    cgroup: int | None
+    cpu: float | None
+    cpu_limit: float | None
+    cpu_throttled: float | None
+    rss: int | None
+    heap_used: int | None
+    heap_limit: int | None
+    memory_used: int | None
+    memory_limit: int | None
+    loop_delay: float | None
+    loop_delay_max: float | None
+    loop_utilization: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """A process registered in the instance registry: a pg-boss (Node) instance, or a django_pgboss
+    worker or monitor (``boss.get_instances()``).
+
+    ``live`` is pg-boss's: not stopped, and heard from within three of its own heartbeats. A clean
+    stop sets ``stopped_on``; a crashed process goes quiet instead, and ``crash_restarts`` counts
+    the lives on its name and host that ended so before this one started. ``node_version`` is
+    ``"python 3.x.y"`` for a Python process; ``config`` holds the options it runs with, by pg-boss's
+    names (docs/monitoring.md).
+    """
+
+    id: str
+    name: str | None
+    host: str
+    pid: int
+    version: str
+    node_version: str
+    application_name: str | None
+    heartbeat_seconds: int
+    supervise: bool
+    schedule: bool
+    migrate: bool
+    persist_queue_stats: bool
+    persist_warnings: bool
+    pool_max: int | None
+    pool_total: int | None
+    pool_idle: int | None
+    pool_waiting: int | None
+    workers: list[InstanceWorker]
+    metrics: InstanceMetrics | None
+    config: dict[str, Any]
+    crash_restarts: int
+    crash_restarts_since: dt.datetime | None
+    started_on: dt.datetime
+    heartbeat_on: dt.datetime
+    stopped_on: dt.datetime | None
+    live: bool

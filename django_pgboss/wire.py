@@ -358,3 +358,79 @@ def _is_json(value: Any) -> bool:
     except JobDataNotSerializable:
         return False
     return True
+
+
+# -- the instance registry ---------------------------------------------------------------------------
+
+#: An instance row's ``workers`` entry: snake_case field -> the key pg-boss 12.38 writes.
+INSTANCE_WORKER_KEYS: dict[str, str] = {
+    "id": "id",
+    "queue": "queue",
+    "local_concurrency": "localConcurrency",
+    "batch_size": "batchSize",
+    "polling_interval_seconds": "pollingIntervalSeconds",
+    "active": "active",
+    "last_fetched_on": "lastFetchedOn",
+    "last_job_ended_on": "lastJobEndedOn",
+    "last_error_on": "lastErrorOn",
+    "options": "options",
+}
+#: An instance row's ``metrics``: snake_case field -> pg-boss's key.
+INSTANCE_METRICS_KEYS: dict[str, str] = {
+    "cgroup": "cgroup",
+    "cpu": "cpu",
+    "cpu_limit": "cpuLimit",
+    "cpu_throttled": "cpuThrottled",
+    "rss": "rss",
+    "heap_used": "heapUsed",
+    "heap_limit": "heapLimit",
+    "memory_used": "memoryUsed",
+    "memory_limit": "memoryLimit",
+    "loop_delay": "loopDelay",
+    "loop_delay_max": "loopDelayMax",
+    "loop_utilization": "loopUtilization",
+}
+#: The worker options a ``workers`` entry records, besides its own fields: a registration's
+#: option -> pg-boss's work() option (its registrar's allowlist; nothing here carries job data).
+RECORDED_WORK_OPTIONS: dict[str, str] = {
+    "include_metadata": "includeMetadata",
+    "min_priority": "minPriority",
+    "max_priority": "maxPriority",
+    "local_group_concurrency": "localGroupConcurrency",
+    "group_concurrency": "groupConcurrency",
+    "heartbeat_refresh_seconds": "heartbeatRefreshSeconds",
+    "per_job_results": "perJobResults",
+    "transactional": "transactional",
+    "transaction_timeout_seconds": "transactionTimeoutSeconds",
+    "notify_polling_interval_seconds": "notifyPollingIntervalSeconds",
+}
+#: The settings an instance row's ``config`` records, under the pg-boss option each one ports
+#: (an allowlist, as pg-boss's: the table is readable by anything that can read the schema).
+RECORDED_SETTINGS: dict[str, str] = {
+    "INSTANCE_HEARTBEAT_SECONDS": "instanceHeartbeatSeconds",
+    "MONITOR_INTERVAL_SECONDS": "monitorIntervalSeconds",
+    "MAINTENANCE_INTERVAL_SECONDS": "maintenanceIntervalSeconds",
+    "BAM_INTERVAL_SECONDS": "bamIntervalSeconds",
+    "FLOW_INTERVAL_SECONDS": "flowIntervalSeconds",
+    "REINDEX": "reindex",
+    "REINDEX_INTERVAL_SECONDS": "reindexIntervalSeconds",
+    "MONITOR_VACUUM": "monitorVacuum",
+    "CRON_INTERVAL_SECONDS": "cronMonitorIntervalSeconds",
+    "PERSIST_WARNINGS": "persistWarnings",
+    "WARNING_RETENTION_DAYS": "warningRetentionDays",
+    "PERSIST_QUEUE_STATS": "persistQueueStats",
+    "QUEUE_STATS_RETENTION_DAYS": "queueStatRetentionDays",
+    "WARNING_SLOW_QUERY_SECONDS": "warningSlowQuerySeconds",
+    "WARNING_QUEUE_SIZE": "warningQueueSize",
+}
+
+
+def renamed(values: Mapping[str, Any], keys: Mapping[str, str]) -> dict[str, Any]:
+    """``values`` under the names ``keys`` gives them (snake_case to pg-boss's keys, or back with
+    the reversed table); a key the table does not name is left out."""
+    return {keys[key]: value for key, value in values.items() if key in keys}
+
+
+def reversed_keys(keys: Mapping[str, str]) -> dict[str, str]:
+    """The table read the other way: pg-boss's key -> snake_case."""
+    return {wire: python for python, wire in keys.items()}

@@ -25,6 +25,12 @@ PGBOSS = {"SCHEMA": env.str("PGBOSS_SCHEMA", default="pgboss")}
 # A monitor the flow tests start as a process resolves flows at this interval, not every 5 s.
 if "PGBOSS_TEST_FLOW_INTERVAL" in env:
     PGBOSS["FLOW_INTERVAL_SECONDS"] = env.int("PGBOSS_TEST_FLOW_INTERVAL")
+# A worker or monitor the instance tests start as a process registers under this name and beats at
+# this interval, not every 30 s.
+if "PGBOSS_TEST_INSTANCE_NAME" in env:
+    PGBOSS["INSTANCE_NAME"] = env.str("PGBOSS_TEST_INSTANCE_NAME")
+if "PGBOSS_TEST_INSTANCE_HEARTBEAT" in env:
+    PGBOSS["INSTANCE_HEARTBEAT_SECONDS"] = env.int("PGBOSS_TEST_INSTANCE_HEARTBEAT")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

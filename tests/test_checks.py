@@ -142,6 +142,14 @@ def test_postgres_version_check_is_a_database_check():
         ("MAX_ABANDONED_THREADS", -1, "must be an integer at least 0"),
         ("MAX_ABANDONED_THREADS", True, "must be an integer at least 0"),
         ("MAX_ABANDONED_THREADS", float("inf"), "must be an integer at least 0"),
+        # The instance registry's, pg-boss's bounds.
+        ("INSTANCE_HEARTBEAT_SECONDS", 0, "must be an integer from 1 to 3600"),
+        ("INSTANCE_HEARTBEAT_SECONDS", 3601, "must be an integer from 1 to 3600"),
+        ("INSTANCE_HEARTBEAT_SECONDS", 2.5, "must be an integer from 1 to 3600"),
+        ("REGISTER_INSTANCE", "no", "must be True or False"),
+        ("INSTANCE_NAME", "", "must be None or a non-empty string"),
+        ("INSTANCE_NAME", 7, "must be None or a non-empty string"),
+        ("INSTANCE_NAME", "a\x00b", "must be None or a non-empty string"),
     ],
 )
 def test_monitor_settings_are_checked(setting, value, message):

@@ -40,6 +40,9 @@ def test_defaults_apply_for_missing_keys():
         "MAX_ABANDONED_THREADS": 5,
         "METRICS_TOKEN": None,
         "METRICS_ADDR": "127.0.0.1",
+        "REGISTER_INSTANCE": True,
+        "INSTANCE_NAME": None,
+        "INSTANCE_HEARTBEAT_SECONDS": 30,
     }
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from django_pgboss.arguments import JobReference
     from django_pgboss.records import (
         DependencyRef,
+        Instance,
         Job,
         PassReport,
         QueueInfo,
@@ -175,6 +176,15 @@ class AsyncTwins:
     async def aget_bam_entries(self) -> list[BamEntry]:
         """Async :meth:`Boss.get_bam_entries`: Every queued background index build, by migration version and then as queued (pg-boss's getBamEntries()), with its statement, status, last error and times."""
         return await _twin(self, "get_bam_entries")()
+
+    async def aget_instances(
+        self,
+        *,
+        limit: int | None = None,
+        after: str | uuid.UUID | Instance | None = None,
+    ) -> list[Instance]:
+        """Async :meth:`Boss.get_instances`: The processes registered in the instance registry, pg-boss (Node) instances and django_pgboss workers and monitors alike, in start order (pg-boss's getInstances())."""
+        return await _twin(self, "get_instances")(limit=limit, after=after)
 
     async def aget_queue_stats(
         self,

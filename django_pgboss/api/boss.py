@@ -25,6 +25,7 @@ from django_pgboss.api.event_loop import public_methods, refuse_in_event_loop
 from django_pgboss.api.events import EventStore
 from django_pgboss.api.flows import FlowGraph, FlowJob, FlowStore, RelatedJob
 from django_pgboss.api.indexes import reindex_commands
+from django_pgboss.api.instances import InstanceStore
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.api.queues import QueueStore
 from django_pgboss.api.schedules import Schedule, ScheduleStore
@@ -34,6 +35,7 @@ from django_pgboss.constants import UNSET
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.records import (
     DependencyRef,
+    Instance,
     Job,
     PassReport,
     QueueInfo,
@@ -69,6 +71,7 @@ class Boss(AsyncTwins):
         self._schedules = ScheduleStore(self._context)
         self._dead_letters = DeadLetters(self._context)
         self._flows = FlowStore(self._context)
+        self._instances = InstanceStore(self._context)
 
     def __repr__(self) -> str:
         return f"<Boss using={self.using!r} schema={self.schema!r}>"
@@ -278,6 +281,20 @@ class Boss(AsyncTwins):
         """Every queued background index build, by migration version and then as queued (pg-boss's
         getBamEntries()), with its statement, status, last error and times."""
         return bam_entries(self._context)
+
+    def get_instances(
+        self, *, limit: int | None = None, after: str | uuid.UUID | Instance | None = None
+    ) -> list[Instance]:
+        """The processes registered in the instance registry, pg-boss (Node) instances and
+        django_pgboss workers and monitors alike, in start order (pg-boss's getInstances()).
+
+        ``live`` is pg-boss's: not stopped, and heard from within three of its own heartbeats.
+        At most ``limit`` (default 1,000, at most 100,000) per page; ``after``, the previous page's
+        last Instance (or its id), starts the next, and a short page ends the list. Raises
+        InvalidOption for a bad limit or cursor before any SQL, and when ``after`` names an
+        instance pruned since its page was read.
+        """
+        return self._instances.get_instances(limit, after)
 
     def get_queue_stats(
         self,

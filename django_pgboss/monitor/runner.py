@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from django_pgboss import arguments, signals
+from django_pgboss.api.instances import InstanceRegistrar, InstanceRole
 from django_pgboss.api.queues import QueueStore
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
@@ -86,6 +87,18 @@ class Monitor:
         self.health = Health(self.context, sender=type(self))
         self.on_pass = on_pass
         self.on_cron = on_cron
+        #: The monitor's row in the instance registry, kept while run() runs.
+        self.instance = InstanceRegistrar(
+            self.context,
+            role=InstanceRole(
+                supervise=True,
+                schedule=cron,
+                persist_queue_stats=pgboss_settings.PERSIST_QUEUE_STATS,
+                persist_warnings=pgboss_settings.PERSIST_WARNINGS,
+            ),
+            sender=type(self),
+            owner=self,
+        )
 
     def check_queues(self) -> None:
         """Raise QueueNotFound naming every queue of ``queues`` that does not exist."""
@@ -162,7 +175,13 @@ class Monitor:
             else " (no cron)"
         )
         logger.info("monitor started: a pass every %ss%s", self.interval_seconds, cron)
-        run_periodically(passes, self._stop, what="monitor pass", log=logger, on_error=self._survived)
+        if self._stop.is_set():
+            return
+        self.instance.start()
+        try:
+            run_periodically(passes, self._stop, what="monitor pass", log=logger, on_error=self._survived)
+        finally:
+            self.instance.stop()
 
     def _survived(self, exc: BaseException) -> None:
         signals.send(signals.error_raised, type(self), error=exc, doing="a monitor pass", instance=self)

@@ -47,6 +47,7 @@ from django_pgboss.db.identifiers import quote_identifier, quote_job_table
 from django_pgboss.monitor.slow_queries import timed_statements
 from django_pgboss.observability.logs import queue_extra
 from django_pgboss.plans import flows as flow_plans
+from django_pgboss.plans import instances as instance_plans
 from django_pgboss.plans import maintenance as maintenance_plans
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import stats as stats_plans
@@ -119,6 +120,7 @@ def _supervise(
                 _queue_by_queue(context, table, chunk, chunk_pass, report, sender)
     _apply_backoff(context, report, sender)
     _retention(context, persist)
+    _maintain_instances(context, sender)
 
 
 def _isolated(context: DatabaseContext, step: Callable[[], None]) -> DatabaseError | None:
@@ -360,6 +362,25 @@ def _retention(context: DatabaseContext, persist: bool) -> None:
                 maintenance_plans.delete_old_warnings(schema),
                 {"days": pgboss_settings.WARNING_RETENTION_DAYS},
             )
+
+
+def _maintain_instances(context: DatabaseContext, sender: Any) -> None:
+    """Prune the instance registry: rows quiet past the retention, then dead rows past the newest
+    INSTANCE_DEAD_KEPT, as pg-boss's maintenance does whether or not its instance registers (the
+    registry is the database's). Best effort: a role granted privileges table by table may have
+    none on the instance table, and that must not fail the pass."""
+
+    def prune() -> None:
+        with context.cursor() as cursor:
+            cursor.execute(instance_plans.delete_old_instances(context.quoted_schema))
+            cursor.execute(instance_plans.trim_dead_instances(context.quoted_schema))
+
+    error = _isolated(context, prune)
+    if error is not None:
+        logger.warning("pruning the instance registry failed (%s)", error)
+        signals.send(
+            signals.error_raised, sender, error=error, doing="pruning the instance registry", instance=None
+        )
 
 
 def warn(

@@ -42,6 +42,7 @@ from django_pgboss.worker.core import QueueState, WorkerStats, logger, queue_cap
 from django_pgboss.worker.deadlines import EXIT_ABANDONED_THREADS, Deadlines
 from django_pgboss.worker.fetching import FetchLoops
 from django_pgboss.worker.heartbeats import Heartbeats
+from django_pgboss.worker.instance import registrar
 from django_pgboss.worker.listener import NotifyListener
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.settler import Settler
@@ -132,6 +133,9 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
         self._claimed_total = 0
         self._loop = None
         self._async_queues = {}
+        # The worker's row in the instance registry (worker/instance.py); built here so that a bad
+        # INSTANCE_* setting is refused with the other arguments.
+        self._instance = registrar(self)
 
     def run(self) -> WorkerStats:
         """Work until stop() (or, bursting, until every queue is empty); returns the stats."""
@@ -175,6 +179,7 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
         logger.info("%s", text, extra=fields)
         self._warn_connection_per_transaction()
         try:
+            self._instance.start()
             signals.send(signals.worker_started, type(self), worker=self, queues=list(self._queues))
             while not self._stopping.is_set():
                 if self.burst and self._all_drained():
@@ -185,6 +190,8 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
                 self._check_abandoned()
         finally:
             self._shutdown()
+            # After the drain, so a stopping worker reads as live until its handlers are done.
+            self._instance.stop()
             signals.send(signals.worker_stopped, type(self), worker=self, stats=self.stats)
         return self.stats
 

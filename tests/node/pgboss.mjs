@@ -32,6 +32,11 @@
 //       version.bam_on first, so the index builds the migration queued are left pending.
 //   node pgboss.mjs bam <connection string> <schema>
 //       prints boss.getBamStatus() and boss.getBamEntries().
+//   node pgboss.mjs register <connection string> <schema> <instance name> <heartbeat seconds>
+//       starts with the instance registry under that name, prints {"registered": true} (one line)
+//       and stays registered until its stdin closes, then stops gracefully.
+//   node pgboss.mjs instances <connection string> <schema> [options JSON]
+//       prints boss.getInstances(options), from an instance that does not register itself.
 //
 // <schema> is spelled as a pg-boss user configures it: bare, or in double quotes when the name
 // needs them. pg-boss is resolved from PGBOSS_NODE_DIR, where scripts/test.sh installs it.
@@ -50,7 +55,9 @@ const boss = new PgBoss({
   cronWorkerIntervalSeconds: 1,
   migrate: command === 'install' || command === 'migrate',
   ...(command === 'migrate' ? { bamIntervalSeconds: 86400 } : {}),
-  createSchema: command === 'install'
+  createSchema: command === 'install',
+  ...(command === 'register' ? { instanceName: args[0], instanceHeartbeatSeconds: Number(args[1]) } : {}),
+  ...(command === 'instances' ? { registerInstance: false } : {})
 })
 boss.on('error', (err) => { console.error(err); process.exitCode = 1 })
 await boss.start()
@@ -99,6 +106,12 @@ try {
   } else if (command === 'bam') {
     result.status = await boss.getBamStatus()
     result.entries = await boss.getBamEntries()
+  } else if (command === 'register') {
+    console.log(JSON.stringify({ registered: true }))
+    process.stdin.resume()
+    await new Promise((resolve) => process.stdin.on('end', resolve))
+  } else if (command === 'instances') {
+    result.instances = await boss.getInstances(JSON.parse(args[0] || '{}'))
   } else if (command !== 'install' && command !== 'migrate') {
     throw new Error(`unknown command ${command}`)
   }
