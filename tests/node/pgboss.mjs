@@ -32,6 +32,10 @@
 //       version.bam_on first, so the index builds the migration queued are left pending.
 //   node pgboss.mjs bam <connection string> <schema>
 //       prints boss.getBamStatus() and boss.getBamEntries().
+//   node pgboss.mjs supervise <connection string> <schema> <queue> [percentiles JSON]
+//       runs one pass of pg-boss's own monitor and maintenance over <queue> (boss.supervise(), with
+//       persistQueueStats), then prints the queue as boss.getQueue() reads it and its stats as
+//       boss.getQueueStats() reads them (with the percentiles, when given).
 //
 // <schema> is spelled as a pg-boss user configures it: bare, or in double quotes when the name
 // needs them. pg-boss is resolved from PGBOSS_NODE_DIR, where scripts/test.sh installs it.
@@ -49,6 +53,7 @@ const boss = new PgBoss({
   schedule: command === 'timekeep',
   cronWorkerIntervalSeconds: 1,
   migrate: command === 'install' || command === 'migrate',
+  ...(command === 'supervise' ? { persistQueueStats: true } : {}),
   ...(command === 'migrate' ? { bamIntervalSeconds: 86400 } : {}),
   createSchema: command === 'install'
 })
@@ -99,6 +104,11 @@ try {
   } else if (command === 'bam') {
     result.status = await boss.getBamStatus()
     result.entries = await boss.getBamEntries()
+  } else if (command === 'supervise') {
+    await boss.supervise(args[0])
+    result.queue = await boss.getQueue(args[0])
+    const percentiles = args[1] ? JSON.parse(args[1]) : undefined
+    result.stats = await boss.getQueueStats(args[0], percentiles ? { percentiles } : {})
   } else if (command !== 'install' && command !== 'migrate') {
     throw new Error(`unknown command ${command}`)
   }
