@@ -134,6 +134,22 @@ def test_buckets_add_their_passes_histograms(queue, clock):
 
 
 @pytest.mark.django_db
+def test_the_count_is_the_same_while_bam_has_not_built_schema_46_s_indexes(queue, clock):
+    # An upgraded schema has job_i14 to job_i16 only once bam built them: until then the same
+    # statement reads the queue without them.
+    rows("DROP INDEX {s}.job_common_i14, {s}.job_common_i15, {s}.job_common_i16")
+    boss.supervise()
+    boss.send(queue)
+    clock.advance(seconds=2)
+    boss.complete(queue, boss.fetch(queue))
+    clock.advance(seconds=70)
+    assert boss.supervise().counted == [queue]
+    info = boss.get_queue(queue)
+    assert (info.wait_bins, info.run_bins) == (slots(slot_16=1), slots(slot_0=1))
+    assert (info.completed_delta, info.retained_count, info.total_count) == (1, 1, 1)
+
+
+@pytest.mark.django_db
 def test_blocked_jobs_are_counted_apart_from_ready_ones(queue):
     boss.flow([{"ref": "parent", "name": queue}, {"ref": "child", "name": queue, "depends_on": ["parent"]}])
     boss.send(queue, start_after=3600)
