@@ -102,6 +102,19 @@ def number(option: str, value: object, *, minimum: float, unit: str | None = Non
     return value
 
 
+def percentiles(value: object) -> list[float]:
+    """A non-empty list of percents from 1 to 100 (get_queue_stats()), each once, in the order
+    first asked for: pg-boss refuses the same values."""
+    items = list(value) if isinstance(value, (list, tuple)) else None
+    if not items or any(isinstance(p, bool) or not isinstance(p, (int, float)) for p in items):
+        raise InvalidOption(
+            f"percentiles must be a non-empty list of numbers, such as [50, 95], not {value!r}"
+        )
+    if any(not 1 <= p <= 100 for p in items):
+        raise InvalidOption(f"percentiles must be percents from 1 to 100, not {value!r}")
+    return list(dict.fromkeys(items))
+
+
 def boolean(option: str, value: object) -> bool:
     """Return ``value`` if it is True or False."""
     if not isinstance(value, bool):

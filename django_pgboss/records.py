@@ -1,6 +1,6 @@
-"""The values the job API hands back: Job, QueueInfo, StatsPoint, UpdateResult and UpsertResult
-(frozen dataclasses), the PassReport of a monitor pass, and the instance registry's Instance with
-its InstanceWorker and InstanceMetrics."""
+"""The values the job API hands back: Job, QueueInfo, StatsPoint (and its Percentile),
+UpdateResult and UpsertResult (frozen dataclasses), the PassReport of a monitor pass, and the
+instance registry's Instance with its InstanceWorker and InstanceMetrics."""
 
 from __future__ import annotations
 
@@ -212,19 +212,49 @@ class QueueInfo:
     notify: bool
     deferred_count: int
     queued_count: int
+    #: Waiting jobs ready to run now: neither deferred nor blocked (since schema 46).
     ready_count: int
+    #: Waiting jobs a flow parent still holds back (``blocked``), counted apart from ready ones.
+    blocked_count: int
     active_count: int
     failed_count: int
+    #: The live jobs (queued, active, failed) plus ``retained_count``.
     total_count: int
+    #: The completed and cancelled jobs the queue holds: counted by the maintenance pass, moved
+    #: up by each monitor pass; None until the first maintenance pass since schema 46.
+    retained_count: int | None
     created_delta: int
     completed_delta: int
     failed_delta: int
     delta_seconds: int | None
     delta_on: dt.datetime | None
+    #: The wait times of the jobs that finished in the last counted window: LATENCY_SLOTS counts
+    #: (django_pgboss.latency); None until a pass counted the queue with PERSIST_QUEUE_STATS.
+    wait_bins: list[int] | None
+    #: Their run times, in the same slots.
+    run_bins: list[int] | None
+    #: How long the oldest ready job had waited at that pass, in seconds (0: none waited).
+    ready_oldest_seconds: int | None
     singletons_active: list[str] | None
     monitor_on: dt.datetime | None
     created_on: dt.datetime
     updated_on: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Percentile:
+    """One percentile of a stats point's wait and run times, in seconds (pg-boss's
+    QueueStatsPercentile): None where the point has no histograms, or they hold no job."""
+
+    #: The percentile asked for, from 1 to 100.
+    p: float
+    wait_seconds: float | None
+    run_seconds: float | None
+
+
+def bins_from_column(value: Sequence[int | None] | None) -> list[int] | None:
+    """A stored histogram as handed out: its empty slots (NULL) as 0, None for no histogram."""
+    return None if value is None else [0 if n is None else int(n) for n in value]
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +278,17 @@ class StatsPoint:
     failed_delta: int | None
     delta_seconds: int | None
     delta_on: dt.datetime | None
+    #: The wait times of the jobs the counters counted as finished, as LATENCY_SLOTS counts
+    #: (django_pgboss.latency; a bucket: its passes' summed); None where no pass measured them.
+    wait_bins: list[int] | None
+    #: Their run times, in the same slots.
+    run_bins: list[int] | None
+    #: How long the oldest ready job had waited at the pass, in seconds (a bucket: the longest).
+    ready_oldest_seconds: int | None
     captured_on: dt.datetime
+    #: With get_queue_stats(percentiles=[...]): one entry per distinct percentile, in the order
+    #: asked, read from this point's own histograms; None when none were asked for.
+    percentiles: list[Percentile] | None = None
 
 
 @dataclass

@@ -199,3 +199,39 @@ def test_the_queue_rows_fields_are_grouped_with_the_monitor_stamps_folded(admin_
 
 def page_text_of_body(body: str) -> str:
     return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", body)))
+
+
+def test_the_queue_page_charts_wait_and_run_percentiles(admin_client):
+    boss.create_queue("billing")
+    now = timezone.now().replace(second=30, microsecond=0)
+    moment = now - dt.timedelta(minutes=20)
+    # Four jobs waited in slot 16 (1.81 s to 2.56 s) and ran in slot 10 (0.23 s to 0.32 s), but one
+    # of them waited in slot 30 (about 4 min): p50 and p95 part ways.
+    wait = [0] * 48
+    wait[16], wait[30] = 19, 1
+    run = [0] * 48
+    run[10] = 20
+    add_snapshot("billing", moment, wait_bins=wait, run_bins=run)
+    add_snapshot("billing", now - dt.timedelta(minutes=40))  # no histograms: a gap, not a zero
+    body = queue_page(admin_client).content.decode()
+    label = charts.format_time(moment.replace(second=0), dt.timedelta(hours=1))
+    waits = tooltips(figure(body, "pgboss-wait-chart"))
+    assert (
+        waits[0] == "Wait before starting of the jobs that finished, p50, p95 and p99 per 1 min, last 1 hour"
+    )
+    p50 = charts.format_number(0.01 * 2 ** (15 / 2) * 2 ** ((10 / 19) / 2))
+    assert f"p50: {p50} seconds at {label}" in waits
+    assert (
+        f"p95: {charts.format_number(0.01 * 2 ** (15 / 2) * 2 ** ((19 / 19) / 2))} seconds at {label}"
+        in waits
+    )
+    assert (
+        f"p99: {charts.format_number(0.01 * 2 ** (29 / 2) * 2 ** ((19.8 - 19) / 2))} seconds at {label}"
+        in waits
+    )
+    assert len([tip for tip in waits if tip.startswith("p50:")]) == 1  # the older bucket is a gap
+    runs = tooltips(figure(body, "pgboss-run-chart"))
+    assert (
+        f"p99: {charts.format_number(0.01 * 2 ** (9 / 2) * 2 ** ((19.8 / 20) / 2))} seconds at {label}"
+        in runs
+    )

@@ -319,3 +319,35 @@ def test_process_metrics_live_in_their_own_registry():
     ours = {metric.name for metric in PGBOSS_REGISTRY.collect()}
     assert "pgboss_monitor_passes" in ours
     assert "pgboss_monitor_passes" not in {metric.name for metric in REGISTRY.collect()}
+
+
+@pytest.mark.queue(retry_limit=0)
+def test_the_wait_and_run_histograms_are_the_last_window_s_bins(queue, clock):
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from django_pgboss.observability.metrics import QueueCollector
+
+    boss.supervise()  # starts the counting window
+    boss.send(queue)
+    clock.advance(seconds=2)
+    job = boss.fetch(queue)
+    clock.advance(seconds=5)
+    boss.complete(queue, job)
+    boss.flow([{"ref": "p", "name": queue}, {"ref": "c", "name": queue, "depends_on": ["p"]}])
+    clock.advance(seconds=70)
+    boss.supervise()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(QueueCollector(oldest=False))
+    parsed = samples(generate_latest(registry).decode())
+    # The job waited 2 s (slot 16: up to 10 ms·√2^16 = 2.56 s) and ran 5 s (slot 18: up to 5.12 s);
+    # the buckets are cumulative, the +Inf one the count.
+    assert value(parsed, "pgboss_queue_wait_seconds_bucket", queue=queue, le="1.81019") == 0
+    assert value(parsed, "pgboss_queue_wait_seconds_bucket", queue=queue, le="2.56") == 1
+    assert value(parsed, "pgboss_queue_wait_seconds_bucket", queue=queue, le="+Inf") == 1
+    assert value(parsed, "pgboss_queue_run_seconds_bucket", queue=queue, le="3.62039") == 0
+    assert value(parsed, "pgboss_queue_run_seconds_bucket", queue=queue, le="5.12") == 1
+    buckets = [key for key in parsed if key[0] == "pgboss_queue_wait_seconds_bucket"]
+    assert len(buckets) == 48
+    assert value(parsed, "pgboss_queue_blocked_jobs", queue=queue) == 1
+    assert value(parsed, "pgboss_queue_ready_jobs", queue=queue) == 1
+    assert value(parsed, "pgboss_queue_retained_jobs", queue=queue) == 1

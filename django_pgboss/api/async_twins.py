@@ -197,6 +197,7 @@ class AsyncTwins:
         aggregate: str = "max",
         limit: int = 1000,
         force: bool = False,
+        percentiles: Sequence[float] | None = None,
     ) -> list[StatsPoint]:
         """Async :meth:`Boss.get_queue_stats`: A queue's history from the monitor's snapshots, newest first."""
         return await _twin(self, "get_queue_stats")(
@@ -208,6 +209,7 @@ class AsyncTwins:
             aggregate=aggregate,
             limit=limit,
             force=force,
+            percentiles=percentiles,
         )
 
     async def aschedule(

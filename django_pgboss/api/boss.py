@@ -307,16 +307,24 @@ class Boss(AsyncTwins):
         aggregate: str = "max",
         limit: int = 1000,
         force: bool = False,
+        percentiles: Sequence[float] | None = None,
     ) -> list[StatsPoint]:
         """A queue's history from the monitor's snapshots, newest first.
 
         Raw snapshots by default; with ``bucket_seconds`` (a bucket width) or ``max_data_points``
         (a width derived from the history's extent), time buckets: gauges aggregated with
-        ``aggregate`` ("max", "min" or "avg"), counters summed. ``start`` and ``end`` bound the
-        range. Without PERSIST_QUEUE_STATS there is no history: the one point returned is the
-        queue's last count, without counters, recounted first when it is more than an hour old (or
-        the monitor's interval, when longer), or more than a minute old with ``force=True``, or
-        missing; never [] for a queue that exists.
+        ``aggregate`` ("max", "min" or "avg"), counters summed, wait and run histograms added
+        slot by slot. ``start`` and ``end`` bound the range. Without PERSIST_QUEUE_STATS there is
+        no history: the one point returned is the queue's last count, without counters or
+        histograms, recounted first when it is more than an hour old (or the monitor's interval,
+        when longer), or more than a minute old with ``force=True``, or missing; never [] for a
+        queue that exists.
+
+        ``percentiles`` (percents from 1 to 100, such as ``[50, 95, 99]``) gives each point a
+        ``percentiles`` list, one ``Percentile(p, wait_seconds, run_seconds)`` per distinct value
+        in the order asked, read from the point's own histograms with pg-boss's arithmetic
+        (django_pgboss.latency.percentile()). An empty list, a value outside 1 to 100 or one that
+        is not a number raises InvalidOption before any SQL.
         """
         return self._queues.get_queue_stats(
             name,
@@ -327,6 +335,7 @@ class Boss(AsyncTwins):
             aggregate=aggregate,
             limit=limit,
             force=force,
+            percentiles=percentiles,
         )
 
     # -- schedules -----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django_pgboss.api.queues import require_dead_letter
+from django_pgboss.api.queues import reduce_retained, require_dead_letter
 from django_pgboss.api.sending import JobSender
 from django_pgboss.arguments import edit_options, edit_target, integer
 from django_pgboss.arguments import queue_name as validate_queue_name
@@ -177,18 +177,26 @@ class JobEditor:
             raise
         schema = context.quoted_schema
         params: dict[str, Any] = {"name": name, "batch_size": batch_size}
-        deleted = 0
+        deleted = retained = 0
         after: Any = None
-        while True:
-            sql = edit_plans.purge_batch(schema, table, which=which, first=after is None)
-            if after is not None:
-                params["after"] = after
-            with context.cursor() as cursor:
-                cursor.execute(sql, params)
-                after, read, count = cursor.fetchone()
-            deleted += count
-            if read < batch_size:
-                return deleted
+        try:
+            while True:
+                sql = edit_plans.purge_batch(schema, table, which=which, first=after is None)
+                if after is not None:
+                    params["after"] = after
+                with context.cursor() as cursor:
+                    cursor.execute(sql, params)
+                    after, read, count, held = cursor.fetchone()
+                deleted += count
+                retained += held
+                if read < batch_size:
+                    return deleted
+        finally:
+            # Every job the batches deleted leaves total_count at once, and the completed and
+            # cancelled ones retained_count held leave it too, as pg-boss 12.38's bulk deletes
+            # do, also when a later batch failed: the batches before it have committed.
+            if deleted:
+                reduce_retained(context, name, retained=retained, removed=deleted)
 
     # -- blocked keys --------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from typing import Any
 from django.db import IntegrityError, connections
 
 from django_pgboss import arguments
+from django_pgboss.api.queues import reduce_retained
 from django_pgboss.arguments import JobReference, attempt_references, job_attempt
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
@@ -335,7 +336,9 @@ class JobStore:
         table = context.route(name).table
         with context.cursor() as cursor:
             cursor.execute(plan(context.quoted_schema, table, fenced=attempts is not None), params)
-            count = cursor.fetchone()[0]
+            count, *retained = cursor.fetchone()
+        if verb == "delete_job":
+            self._reduce_retained(name, retained[0], deleted=True)
         recorders = getattr(_recorders, "by_alias", None)
         if recorders and verb in _ENDING_VERBS and count == len(ids):
             recorder = recorders.get(context.using)
@@ -351,7 +354,19 @@ class JobStore:
         table = context.route(name).table
         with context.cursor() as cursor:
             cursor.execute(plan(context.quoted_schema, table), {"name": name, "ids": id_list})
-            return cursor.fetchone()[0]
+            count, *retained = cursor.fetchone()
+        if verb == "resume":
+            self._reduce_retained(name, retained[0], deleted=False)
+        return count
+
+    def _reduce_retained(self, name: str, retained: int, *, deleted: bool) -> None:
+        """delete_job() and resume() take the completed and cancelled jobs they moved out of the
+        queue's retained_count off it (and a deleted one off total_count; a resumed one stays in
+        it, live), as pg-boss 12.38 does. Not inside a caller's transaction: the update would hold
+        the queue row until the caller commits, against the monitor and the caller's other queues,
+        so there the next maintenance pass corrects the count, as it does for pg-boss's ``db``."""
+        if retained and not self.context.in_atomic_block:
+            reduce_retained(self.context, name, retained=retained, removed=retained if deleted else 0)
 
     # -- reading ---------------------------------------------------------------------------------
 

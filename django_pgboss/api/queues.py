@@ -7,23 +7,27 @@ dropping a queue's route whenever it changes the queue.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import DatabaseError, IntegrityError
 
-from django_pgboss import arguments
+from django_pgboss import arguments, signals
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.arguments import queue_options as validate_queue_options
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import QueuePolicy
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import DeadLetterQueueNotFound, InvalidOption, QueueInUse, QueueNotFound
+from django_pgboss.latency import percentile
+from django_pgboss.plans import history as history_plans
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import stats as stats_plans
-from django_pgboss.records import QueueInfo, StatsPoint
+from django_pgboss.records import Percentile, QueueInfo, StatsPoint, bins_from_column
 from django_pgboss.wire import to_json, to_wire
 
 #: How old a cached queue count get_queue_stats() serves without a stats history: pg-boss's
@@ -31,12 +35,46 @@ from django_pgboss.wire import to_json, to_wire
 STATS_CACHE_TTL_SECONDS = 60 * 60
 FORCED_STATS_TTL_SECONDS = 60
 
+logger = logging.getLogger("django_pgboss.queues")
+
 
 def require_dead_letter(context: DatabaseContext, cursor: Any, dead_letter: str) -> None:
     """Raise DeadLetterQueueNotFound unless queue ``dead_letter`` exists (read on ``cursor``)."""
     cursor.execute(queue_plans.get_queue_routing(context.quoted_schema), {"name": dead_letter})
     if cursor.fetchone() is None:
         raise DeadLetterQueueNotFound(f"dead_letter queue {dead_letter!r} does not exist; create it first")
+
+
+def reduce_retained(context: DatabaseContext, name: str, *, retained: int, removed: int) -> None:
+    """Take what a delete or a resume moved out of queue ``name``'s counts off them at once:
+    ``retained`` off retained_count (the completed and cancelled jobs of it that went), ``removed``
+    off total_count, rather than leave them to the next maintenance pass (pg-boss 12.38's
+    reduceRetainedCount). Nothing when neither is above zero, so settling live jobs never touches
+    the queue row.
+
+    The change it follows has committed when it runs outside a transaction, so a failure then is
+    logged and sent as signals.error_raised rather than raised: the next maintenance pass counts
+    the queue again. Inside one, it is raised, as every statement's error is.
+    """
+    if retained <= 0 and removed <= 0:
+        return
+    try:
+        with context.cursor() as cursor:
+            cursor.execute(
+                stats_plans.reduce_retained_count(context.quoted_schema),
+                {"name": name, "retained": retained, "removed": removed},
+            )
+    except DatabaseError as exc:
+        if context.in_atomic_block:
+            raise
+        logger.error("Queue %r: its retained count was not reduced: %s", name, exc)
+        signals.send(
+            signals.error_raised,
+            QueueStore,
+            error=exc,
+            doing=f"reducing the retained count of queue {name!r}",
+            instance=None,
+        )
 
 
 class QueueStore:
@@ -117,7 +155,7 @@ class QueueStore:
             else:
                 names = [validate_queue_name(n) for n in ([names] if isinstance(names, str) else names)]
                 cursor.execute(queue_plans.get_queues(schema, by_name=True), {"names": names})
-            return [QueueInfo(*row) for row in cursor.fetchall()]
+            return [_queue_info(row) for row in cursor.fetchall()]
 
     def get_queue_stats(
         self,
@@ -130,15 +168,35 @@ class QueueStore:
         aggregate: str = "max",
         limit: int = 1000,
         force: bool = False,
+        percentiles: Sequence[float] | None = None,
     ) -> list[StatsPoint]:
         """See Boss.get_queue_stats()."""
         validate_queue_name(name)
+        asked = None if percentiles is None else arguments.percentiles(percentiles)
+        points = self._stats_points(
+            name, start, end, bucket_seconds, max_data_points, aggregate, limit, force
+        )
+        if asked is None:
+            return points
+        return [_with_percentiles(point, asked) for point in points]
+
+    def _stats_points(
+        self,
+        name: str,
+        start: dt.datetime | None,
+        end: dt.datetime | None,
+        bucket_seconds: int | None,
+        max_data_points: int | None,
+        aggregate: str,
+        limit: int,
+        force: bool,
+    ) -> list[StatsPoint]:
         arguments.boolean("force", force)
         arguments.limit("limit", limit, maximum=100_000)
         for option, value in (("start", start), ("end", end)):
             if value is not None and not isinstance(value, dt.datetime):
                 raise InvalidOption(f"{option} must be a datetime, not {value!r}")
-        if aggregate not in stats_plans.GAUGE_AGGREGATES:
+        if aggregate not in history_plans.GAUGE_AGGREGATES:
             raise InvalidOption(f"aggregate must be 'max', 'min' or 'avg', not {aggregate!r}")
         width = None
         if bucket_seconds is not None or max_data_points is not None:
@@ -153,12 +211,12 @@ class QueueStore:
         schema = self.context.quoted_schema
         if width is not None:
             params["width"] = width
-            sql = stats_plans.queue_stats_buckets(schema, aggregate, auto=bucket_seconds is None)
+            sql = history_plans.queue_stats_buckets(schema, aggregate, auto=bucket_seconds is None)
         else:
-            sql = stats_plans.queue_stats_history(schema)
+            sql = history_plans.queue_stats_history(schema)
         with self.context.cursor() as cursor:
             cursor.execute(sql, params)
-            return [StatsPoint(*row) for row in cursor.fetchall()]
+            return [_stats_point(row) for row in cursor.fetchall()]
 
     def _cached_stats(self, name: str, force: bool) -> StatsPoint:
         """The queue's cached count as one point, recounted first when older than pg-boss's budget.
@@ -173,7 +231,7 @@ class QueueStore:
         context = self.context
         schema = context.quoted_schema
         with context.cursor() as cursor:
-            cursor.execute(stats_plans.queue_stats_cache(schema), {"name": name})
+            cursor.execute(history_plans.queue_stats_cache(schema), {"name": name})
             row = cursor.fetchone()
         if row is None:
             raise QueueNotFound(f"queue {name!r} does not exist")
@@ -199,7 +257,7 @@ class QueueStore:
             )
             counted = cursor.fetchall()
             if counted:
-                cursor.execute(stats_plans.queue_stats_cache(schema), {"name": name})
+                cursor.execute(history_plans.queue_stats_cache(schema), {"name": name})
                 *gauges, captured_on, _, _ = cursor.fetchone()
         return _gauges_point(gauges, captured_on)
 
@@ -208,5 +266,42 @@ def _gauges_point(gauges: list[int], captured_on: dt.datetime) -> StatsPoint:
     """The cached gauges (queue_stats_cache's first six columns) as a point no counter covers."""
     deferred, queued, ready, active, failed, total = gauges
     return StatsPoint(
-        deferred, queued, ready, active, failed, total, None, None, None, None, None, captured_on
+        deferred,
+        queued,
+        ready,
+        active,
+        failed,
+        total,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        captured_on,
     )
+
+
+def _queue_info(row: Sequence[Any]) -> QueueInfo:
+    """A get_queues() row (QUEUE_COLUMNS) as a QueueInfo, its histograms' empty slots as 0."""
+    values = dict(zip(queue_plans.QUEUE_COLUMNS, row, strict=True))
+    for column in ("wait_bins", "run_bins"):
+        values[column] = bins_from_column(values[column])
+    return QueueInfo(*values.values())
+
+
+def _stats_point(row: Sequence[Any]) -> StatsPoint:
+    """A history row (history.STATS_COLUMNS) as a StatsPoint, its histograms' empty slots as 0."""
+    values = dict(zip(history_plans.STATS_COLUMNS, row, strict=True))
+    for column in ("wait_bins", "run_bins"):
+        values[column] = bins_from_column(values[column])
+    return StatsPoint(*values.values())
+
+
+def _with_percentiles(point: StatsPoint, asked: list[float]) -> StatsPoint:
+    """``point`` with the percentiles asked for, read from its own histograms (None where it has
+    none), as pg-boss's getQueueStats() reads them."""
+    entries = [Percentile(p, percentile(point.wait_bins, p), percentile(point.run_bins, p)) for p in asked]
+    return dataclasses.replace(point, percentiles=entries)

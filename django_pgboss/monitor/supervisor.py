@@ -304,8 +304,9 @@ def _maintain(context: DatabaseContext, table: str, chunk: list[str], report: Pa
         return
     with context.atomic(), context.cursor() as cursor:
         cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}deletion")})
+        # The deletion also counts what each queue keeps (retained_count, total_count).
         cursor.execute(maintenance_plans.delete_old_jobs(schema, table), {"names": due})
-        report.deleted += cursor.rowcount
+        report.deleted += cursor.fetchone()[0]
     # Then the flow edges whose child or parent is gone (deleted just now, or by delete_job() or a
     # purge since), as pg-boss's maintenance follows its deletion with cleanupDependencies.
     with context.atomic(), context.cursor() as cursor:

@@ -31,11 +31,13 @@ from typing import Any
 from django.db import DatabaseError, connections
 
 from django_pgboss.db.context import DatabaseContext
-from django_pgboss.observability.queues import read_deltas, read_queues
+from django_pgboss.latency import slot_upper_bounds
+from django_pgboss.observability.queues import QueueReading, read_deltas, read_queues
 
 try:
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+    from prometheus_client.utils import floatToGoString
 except ImportError as exc:  # pragma: no cover - the metric tests run with the extra installed
     from django.core.exceptions import ImproperlyConfigured
 
@@ -74,8 +76,13 @@ DURATION_BUCKETS = (
 #: The queue gauges: metric name, help text, QueueReading field.
 QUEUE_GAUGES = (
     ("pgboss_queue_queued_jobs", "Jobs waiting (created or retry), deferred ones included.", "queued"),
-    ("pgboss_queue_ready_jobs", "Jobs waiting whose start_after has passed.", "ready"),
+    (
+        "pgboss_queue_ready_jobs",
+        "Jobs waiting whose start_after has passed and no flow parent holds.",
+        "ready",
+    ),
     ("pgboss_queue_deferred_jobs", "Jobs waiting whose start_after is still to come.", "deferred"),
+    ("pgboss_queue_blocked_jobs", "Jobs waiting on a flow parent that has not completed.", "blocked"),
     ("pgboss_queue_active_jobs", "Jobs a worker is running.", "active"),
     ("pgboss_queue_failed_jobs", "Jobs that failed for good and are still kept.", "failed"),
     ("pgboss_queue_total_jobs", "Jobs of every state still kept.", "total"),
@@ -177,6 +184,54 @@ class QueueCollector:
             if target in by_name:
                 dead.add_metric([target], by_name[target].queued)
         yield dead
+        retained = GaugeMetricFamily(
+            "pgboss_queue_retained_jobs",
+            "Completed and cancelled jobs still kept (absent before the queue's first maintenance pass).",
+            labels=["queue"],
+        )
+        for reading in readings:
+            if reading.retained is not None:
+                retained.add_metric([reading.name], reading.retained)
+        yield retained
+        yield from latency_histograms(readings)
+
+
+#: The latency histograms' bucket bounds, as Prometheus spells them: the slots' upper edges, to six
+#: significant digits (10 ms·√2^16 reads "2.56", not "2.5600000000000027"), which keeps them apart.
+_LATENCY_BUCKETS = [floatToGoString(float(f"{bound:.6g}")) for bound in slot_upper_bounds()]
+
+
+def latency_histograms(readings: Iterable[QueueReading]) -> Iterator[Any]:
+    """A histogram per queue of the wait and of the run times of the jobs that finished in the
+    last window the monitor counted, built from its bins: one bucket per slot, bounded by the
+    slot's upper edge (django_pgboss.latency.slot_upper_bounds()), the counts cumulative as
+    Prometheus wants them. The bins hold no sum, so the histograms have no _sum or _count: the
+    +Inf bucket is the count. A queue not counted since schema 46 has no bins, and no histogram.
+    """
+    families = {
+        "wait_bins": HistogramMetricFamily(
+            "pgboss_queue_wait_seconds",
+            "How long the jobs that finished in the last counted window waited to start.",
+            labels=["queue"],
+        ),
+        "run_bins": HistogramMetricFamily(
+            "pgboss_queue_run_seconds",
+            "How long the jobs that finished in the last counted window ran.",
+            labels=["queue"],
+        ),
+    }
+    for reading in readings:
+        for attribute, family in families.items():
+            bins = getattr(reading, attribute)
+            if bins is None:
+                continue
+            running = 0
+            buckets = []
+            for bound, count in zip(_LATENCY_BUCKETS, bins, strict=True):
+                running += count
+                buckets.append((bound, float(running)))
+            family.add_metric([reading.name], buckets, None)
+    yield from families.values()
 
 
 class MonitorMetrics:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_job_table
 from django_pgboss.plans import metrics as metric_plans
+from django_pgboss.records import bins_from_column
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,13 @@ class QueueReading:
     window_completed: int
     window_failed: int
     window_seconds: int | None
+    #: Waiting jobs a flow parent holds back (not in ``ready``).
+    blocked: int
+    #: Completed and cancelled jobs kept; None before the first maintenance pass of schema 46.
+    retained: int | None
+    #: The last counted window's wait and run histograms (django_pgboss.latency), None before one.
+    wait_bins: list[int] | None
+    run_bins: list[int] | None
     #: Seconds since a monitor pass counted the queue; None when none has yet.
     counted_age_seconds: float | None
     #: Seconds since the oldest job ready to run was sent; None when no job is ready.
@@ -70,6 +78,10 @@ def read_queues(context: DatabaseContext | None = None, *, oldest: bool = True) 
             window_completed=completed,
             window_failed=failed_delta,
             window_seconds=window,
+            blocked=blocked,
+            retained=retained,
+            wait_bins=bins_from_column(wait_bins),
+            run_bins=bins_from_column(run_bins),
             counted_age_seconds=counted_age,
             oldest_ready_age_seconds=ages.get(name),
         )
@@ -87,6 +99,10 @@ def read_queues(context: DatabaseContext | None = None, *, oldest: bool = True) 
             completed,
             failed_delta,
             window,
+            blocked,
+            retained,
+            wait_bins,
+            run_bins,
             counted_age,
         ) in rows
     ]

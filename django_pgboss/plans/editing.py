@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from django_pgboss.plans.fragments import lock_id, queue_jobs
+from django_pgboss.plans.fragments import counted_retained, lock_id, queue_jobs
 from django_pgboss.plans.jobs import notify_channel
 
 #: The columns update_jobs() can set, by the option that sets them, with the cast its parameter
@@ -120,7 +120,8 @@ PURGE_STATES = {
 @functools.lru_cache(maxsize=64)
 def purge_batch(schema: str, table: str, *, which: str, first: bool) -> str:
     """Delete one batch of a queue's jobs; returns (the batch's last id, how many rows the batch
-    read, how many it deleted): fewer read than batch_size means the walk is at its end.
+    read, how many it deleted, how many of those the queue's retained_count held): fewer read
+    than batch_size means the walk is at its end.
 
     Named parameters: name, batch_size and, unless ``first``, after (the last id of the batch
     before). ``which`` is a key of PURGE_STATES.
@@ -148,10 +149,11 @@ def purge_batch(schema: str, table: str, *, which: str, first: bool) -> str:
     deleted AS (
       DELETE FROM {schema}.{table} j
       WHERE {queue_jobs("ARRAY(SELECT id FROM batch)", alias="j.")} AND {condition.format(t="j")}
-      RETURNING j.id
+      RETURNING j.id, j.state, j.completed_on
     )
     SELECT (SELECT id FROM batch ORDER BY id DESC LIMIT 1), (SELECT count(*) FROM batch)::bigint,
-      (SELECT count(*) FROM deleted)::bigint
+      (SELECT count(*) FROM deleted)::bigint,
+      (SELECT count(*) FROM deleted WHERE {counted_retained(schema)})::bigint
     """
 
 

@@ -147,3 +147,18 @@ def queue_jobs(ids: str = "%(ids)s::uuid[]", alias: str = "") -> str:
     index condition. pg-boss 12.35 compares the parameter, and reads the whole queue the same way.
     """
     return f"{alias}name = {UNSEEN_QUEUE_NAME} AND {alias}id = ANY({ids})"
+
+
+#: The finished states a queue's retained_count counts (schema 46). Failed jobs are live: they
+#: block keys and can be retried.
+RETAINED_STATES = "state IN ('completed', 'cancelled')"
+
+
+def counted_retained(schema: str, alias: str = "") -> str:
+    """A job the queue ``%(name)s``'s retained_count holds: completed or cancelled by its
+    retained_on. What a delete or a resume that moves it out of that set takes off the count
+    (stats.reduce_retained_count()). ``alias`` qualifies the columns."""
+    return (
+        f"{alias}{RETAINED_STATES} AND {alias}completed_on"
+        f" <= (SELECT retained_on FROM {schema}.queue WHERE name = %(name)s)"
+    )

@@ -18,13 +18,15 @@ def queue_gauges(schema: str) -> str:
 
     No parameters. Reads the queue table only. Columns: name, dead_letter, table_name,
     queued_count, ready_count, deferred_count, active_count, failed_count, total_count,
-    created_delta, completed_delta, failed_delta, delta_seconds, and counted_age, the seconds since
-    a monitor pass last counted the queue (NULL when none has).
+    created_delta, completed_delta, failed_delta, delta_seconds, blocked_count, retained_count,
+    wait_bins, run_bins (the last window's histograms, NULL before a counting pass), and
+    counted_age, the seconds since a monitor pass last counted the queue (NULL when none has).
     """
     return f"""
     SELECT name, dead_letter, table_name,
       queued_count, ready_count, deferred_count, active_count, failed_count, total_count,
       created_delta, completed_delta, failed_delta, delta_seconds,
+      blocked_count, retained_count, wait_bins, run_bins,
       extract(epoch FROM ({schema}.job_now() - monitor_on))::float8 AS counted_age
     FROM {schema}.queue
     ORDER BY name

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from django_pgboss.plans.fragments import JOB_COLUMNS, queue_jobs
+from django_pgboss.plans.fragments import JOB_COLUMNS, counted_retained, queue_jobs
 
 # The attempt fence (pg-boss #925). A worker whose claim lapsed (its heartbeat went stale, the job
 # expired) may still be running when another worker claims the job again. Settling by id and state
@@ -21,11 +21,18 @@ RETRY_DELAY_CEILING = 2**31 - 1
 
 # What every settle returns: how many jobs it changed.
 _COUNT = "SELECT count(*) FROM results"
+
 # ... and a fail that reports its dead-letter copies, as [source id, queue, copy id] triples.
 # (and, for the worker's job_failed signal, each failed job's id and the state it went to).
 _REPORT = """SELECT (SELECT count(*) FROM results),
       (SELECT COALESCE(json_agg(json_build_array(source_id, name, id)), '[]'::json) FROM dead_lettered),
       (SELECT COALESCE(json_agg(json_build_array(id, state)), '[]'::json) FROM results)"""
+
+
+def _count_retained(schema: str) -> str:
+    """What a delete or a resume returns: how many jobs it changed, and how many of them the
+    queue's retained_count held, for the caller to take off it."""
+    return f"SELECT count(*), (count(*) FILTER (WHERE {counted_retained(schema)}))::int FROM results"
 
 
 def _fence(fenced: bool) -> str:
@@ -248,15 +255,27 @@ def cancel_jobs(schema: str, table: str, *, fenced: bool) -> str:
 
 
 def resume_jobs(schema: str, table: str) -> str:
-    """Put cancelled jobs back to created. Parameters: name, ids."""
+    """Put cancelled jobs back to created. Parameters: name, ids. Returns how many, and how many of
+    them the queue's retained_count held (the caller takes those off it, as pg-boss 12.38 does).
+
+    A resumed job's start_after moves up to now (a later one is kept), so its wait, in the
+    monitor's histograms and ready_oldest_seconds, counts from when it could run again rather than
+    from when it was first sent. Whether it was counted is read from the completed_on it had
+    before the update, which clears it.
+    """
     return f"""
-    WITH results AS (
-      UPDATE {schema}.{table}
-      SET completed_on = NULL, state = 'created'
+    WITH resumable AS (
+      SELECT id, state, completed_on FROM {schema}.{table}
       WHERE {queue_jobs()} AND state = 'cancelled'
-      RETURNING id
+    ),
+    results AS (
+      UPDATE {schema}.{table} j
+      SET completed_on = NULL, state = 'created', start_after = GREATEST(j.start_after, {schema}.job_now())
+      FROM resumable r
+      WHERE {queue_jobs(alias="j.")} AND j.id = r.id AND j.state = 'cancelled'
+      RETURNING r.state, r.completed_on
     )
-    {_COUNT}
+    {_count_retained(schema)}
     """
 
 
@@ -279,14 +298,15 @@ def retry_jobs(schema: str, table: str) -> str:
 
 
 def delete_jobs(schema: str, table: str, *, fenced: bool) -> str:
-    """Delete jobs in any state (fenced: only the named active attempt). Parameters: name, ids[, attempts]."""
+    """Delete jobs in any state (fenced: only the named active attempt). Parameters: name, ids[, attempts].
+    Returns how many, and how many of them the queue's retained_count held (see resume_jobs())."""
     return f"""
     WITH results AS (
       DELETE FROM {schema}.{table}
       WHERE {queue_jobs()} {_fence(fenced)}
-      RETURNING id
+      RETURNING id, state, completed_on
     )
-    {_COUNT}
+    {_count_retained(schema)}
     """
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import functools
 
-from django_pgboss.plans.fragments import expired, lock_id, stalled
+from django_pgboss.plans import latency as latency_plans
+from django_pgboss.plans.fragments import RETAINED_STATES, expired, lock_id, stalled
 
 #: How far behind the pass a counting window ends.
 DELTA_LAG = "interval '10 seconds'"
@@ -102,80 +103,227 @@ def jit_off() -> str:
     return "SET LOCAL jit = off"
 
 
+#: The states job_i14 holds, the jobs the gauges count. Repeated verbatim, so the planner matches
+#: the partial index to the aggregate's predicate and counts from the index alone.
+LIVE_STATES = "state IN ('created', 'retry', 'active', 'failed')"
+#: The live jobs as the last monitor pass counted them, which total_count adds retained_count to.
+CACHED_LIVE_COUNT = "queued_count + active_count + failed_count"
+
+
+def _aggregate(schema: str, table: str, *, throughput: bool) -> str:
+    """Every count the monitor keeps for the named queues (pg-boss 12.38's getQueueStats), one row
+    per queue named, with zero gauges for a queue without live jobs. Named parameters: names,
+    reset_max (with throughput).
+
+    Each count reads only the jobs it counts, through an index of schema 46 that holds only them:
+    the gauges (and the expiry and heartbeat tests) the live jobs in job_i14, whose predicate
+    LIVE_STATES repeats; the jobs completed or cancelled since the queue's retained_on, and the
+    throughput counters, through job_i16 (finished) and job_i15 (created); the oldest ready job
+    through job_i11. So a pass costs what a queue has in flight and what moved through it, not
+    every job it retains. Until bam has built an index (an upgraded schema), the planner reads the
+    queue without it, as the count did before schema 46: the statement is the same either way.
+
+    A queued job is exactly one of blocked (waiting on a flow parent), deferred (start_after still
+    ahead) or ready, so the three add up to queued_count; blocked wins over deferred, since a job
+    whose parent has not finished cannot run when its start_after comes round.
+
+    retained_since is the completed and cancelled jobs that finished after the queue's
+    retained_on and by the window's end, which the caller adds to retained_count only if
+    retained_on is still retained_from, the watermark they were counted from; retained_recent the
+    ones that finished after that end, which total_count takes in now and the next pass counts
+    again (see _retained_assignments()).
+    """
+    queued = "j.state < 'active'"
+    blocked = f"{queued} AND j.blocked"
+    deferred = f"{queued} AND NOT j.blocked AND j.start_after > {schema}.job_now()"
+    ready = f"{queued} AND NOT j.blocked AND j.start_after <= {schema}.job_now()"
+    finished = "j.state IN ('completed', 'failed')"
+    end, _start = _window(schema, "q")
+    select = join = ""
+    if throughput:
+        select = f"""
+        stats.created_delta,
+        stats.completed_delta,
+        stats.failed_delta,
+        {latency_plans.histogram("wait")} AS wait_bins,
+        {latency_plans.histogram("run")} AS run_bins,
+        stats.ready_oldest_seconds,
+        COALESCE(stats.recount > stats.settled, false) AS true_up,"""
+        # The true-up check: the same jobs recounted across the windows already recorded. More
+        # than the snapshots hold means something committed after its window was counted, and
+        # the monitor follows up with true_up_queue_stats() for the queue.
+        join = f"""
+      LEFT JOIN (
+        SELECT q.name, created.created_delta, done.completed_delta, done.failed_delta,
+          done.latency_slots, oldest.ready_oldest_seconds,
+          recreated.n + refinished.n AS recount, q.settled
+        FROM (
+          SELECT q.name, a.h, t.top, t.settled, {_start} AS w_start, {end} AS w_end
+          FROM {schema}.queue q
+          LEFT JOIN LATERAL (
+            SELECT CASE WHEN x.f IS NULL OR x.f > x.b THEN x.f ELSE x.b END AS h
+            FROM (
+              SELECT
+                COALESCE(max(s.delta_on) FILTER (WHERE {_true_up_anchor(schema)}), min(s.delta_on)) AS b,
+                min(s.delta_on) FILTER (WHERE {_retention_floor(schema, "q")}) AS f
+              FROM {schema}.queue_stats s
+              WHERE s.name = q.name AND {_true_up_reach(schema)}
+            ) x
+          ) a ON true
+          LEFT JOIN LATERAL (
+            SELECT max(s.delta_on) AS top,
+              sum(s.created_delta + s.completed_delta + s.failed_delta) AS settled
+            FROM {schema}.queue_stats s
+            WHERE s.name = q.name AND {_true_up_reach(schema)} AND s.delta_on > a.h
+          ) t ON true
+          WHERE q.name = ANY(%(names)s::text[])
+        ) q
+        LEFT JOIN LATERAL (
+          SELECT count(*)::int AS created_delta
+          FROM {schema}.{table} j
+          WHERE j.name = q.name AND j.created_on >= q.w_start AND j.created_on < q.w_end
+        ) created ON true
+        LEFT JOIN LATERAL (
+          SELECT
+            count(*) FILTER (WHERE j.state = 'completed')::int AS completed_delta,
+            count(*) FILTER (WHERE j.state = 'failed')::int AS failed_delta,
+            {latency_plans.packed_slots()} AS latency_slots
+          FROM {schema}.{table} j
+          WHERE j.name = q.name AND j.completed_on >= q.w_start AND j.completed_on < q.w_end
+        ) done ON true
+        LEFT JOIN LATERAL (
+          SELECT round(extract(epoch FROM ({schema}.job_now()
+            - min(GREATEST(j.created_on, j.start_after)))))::int AS ready_oldest_seconds
+          FROM {schema}.{table} j
+          WHERE j.name = q.name AND {ready}
+        ) oldest ON true
+        LEFT JOIN LATERAL (
+          SELECT count(*)::int AS n
+          FROM {schema}.{table} j
+          WHERE j.name = q.name AND j.created_on >= q.h AND j.created_on < q.top
+        ) recreated ON true
+        LEFT JOIN LATERAL (
+          SELECT count(*)::int AS n
+          FROM {schema}.{table} j
+          WHERE j.name = q.name AND j.completed_on >= q.h AND j.completed_on < q.top AND {finished}
+        ) refinished ON true
+      ) stats ON stats.name = n.name
+      {latency_plans.packed_counts("stats.latency_slots")}"""
+    return f"""
+    SELECT n.name,
+        COALESCE(live.deferred_count, 0) AS deferred_count,
+        COALESCE(live.blocked_count, 0) AS blocked_count,
+        COALESCE(live.ready_count, 0) AS ready_count,
+        COALESCE(live.queued_count, 0) AS queued_count,
+        COALESCE(live.active_count, 0) AS active_count,
+        COALESCE(live.failed_count, 0) AS failed_count,
+        COALESCE(live.live_count, 0) AS live_count,
+        COALESCE(live.expired_count, 0) AS expired_count,
+        COALESCE(live.stalled_count, 0) AS stalled_count,
+        since.retained_since, since.retained_recent, since.retained_from,{select}
+        singletons.singletons_active
+      FROM unnest(%(names)s::text[]) AS n(name)
+      LEFT JOIN (
+        SELECT j.name,
+          count(*) FILTER (WHERE {deferred})::int AS deferred_count,
+          count(*) FILTER (WHERE {blocked})::int AS blocked_count,
+          count(*) FILTER (WHERE {ready})::int AS ready_count,
+          count(*) FILTER (WHERE {queued})::int AS queued_count,
+          count(*) FILTER (WHERE j.state = 'active')::int AS active_count,
+          count(*) FILTER (WHERE j.state = 'failed')::int AS failed_count,
+          count(*) FILTER (WHERE {expired(schema, "j.")})::int AS expired_count,
+          count(*) FILTER (WHERE {stalled(schema, "j.")})::int AS stalled_count,
+          count(*)::int AS live_count
+        FROM {schema}.{table} j
+        WHERE j.name = ANY(%(names)s::text[]) AND j.{LIVE_STATES}
+        GROUP BY 1
+      ) live ON live.name = n.name
+      LEFT JOIN LATERAL (
+        SELECT qr.retained_on AS retained_from,
+          (SELECT count(*)::int FROM {schema}.{table} j
+            WHERE j.name = qr.name AND j.completed_on > qr.retained_on AND j.completed_on <= {end}
+              AND j.{RETAINED_STATES}) AS retained_since,
+          (SELECT count(*)::int FROM {schema}.{table} j
+            WHERE j.name = qr.name AND j.completed_on > GREATEST(qr.retained_on, {end})
+              AND j.completed_on <= {schema}.job_now() AND j.{RETAINED_STATES}) AS retained_recent
+        FROM {schema}.queue qr
+        WHERE qr.name = n.name
+      ) since ON true
+      LEFT JOIN (
+        SELECT j.name, array_agg(j.singleton_key) AS singletons_active
+        FROM {schema}.{table} j
+        WHERE j.name = ANY(%(names)s::text[]) AND j.state = 'active' AND j.policy IN ('singleton', 'stately')
+        GROUP BY 1
+      ) singletons ON singletons.name = n.name{join}
+    """
+
+
+def _retained_assignments(schema: str) -> str:
+    """The SET clause for retained_count, retained_on and total_count (pg-boss 12.38's).
+
+    retained_count takes in the finished jobs only up to the window's end, DELTA_LAG behind the
+    pass, and retained_on moves up to it: a completion stamped before a pass but committed after
+    it is still ahead of retained_on, so a later pass counts it. total_count also takes in the
+    ones that finished since that end (retained_recent), which the next pass counts again rather
+    than keeps. They are added only if retained_on is still the watermark they were counted from:
+    a maintenance pass or a forced count that moved it meanwhile has counted them already and set
+    total_count with them. A queue no maintenance pass has counted yet (retained_count NULL, an
+    upgraded schema) keeps the larger of its live jobs and its total_count as it was: a full count
+    on a queue older than the columns, zero on a new one.
+    """
+    end = f"({schema}.job_now() - {DELTA_LAG})"
+    counted = "queue.retained_on IS NOT DISTINCT FROM stats.retained_from"
+    live = "COALESCE(stats.live_count, 0)"
+    retained = (
+        f"CASE WHEN {counted} THEN queue.retained_count + COALESCE(stats.retained_since, 0) "
+        "ELSE queue.retained_count END"
+    )
+    return f"""
+      retained_count = {retained},
+      retained_on = CASE WHEN {counted} AND queue.retained_on IS NOT NULL
+        THEN GREATEST(queue.retained_on, {end}) ELSE queue.retained_on END,
+      total_count = CASE
+        WHEN queue.retained_count IS NULL THEN GREATEST(queue.total_count, {live})
+        WHEN {counted} THEN {live} + {retained} + COALESCE(stats.retained_recent, 0)
+        ELSE queue.total_count
+      END,"""
+
+
 def cache_queue_stats(schema: str, table: str, *, throughput: bool, history: bool = True) -> str:
     """Count a table's named queues and write the gauges (and, with throughput, the window) to them.
 
     Named parameters: names, lock_key (the try-lock), reset_max (seconds). One statement: the
-    aggregate scans the jobs once, then the queue rows are locked in name order and updated. The
-    try-lock keeps two monitors from scanning at once; the loser gets no rows and writes nothing.
-    The `count(*) FROM stats` in the lock subquery makes the scan finish before any queue row is
+    aggregate (_aggregate()) counts, then the queue rows are locked in name order and updated. The
+    try-lock keeps two monitors from counting at once; the loser gets no rows and writes nothing.
+    The `count(*) FROM stats` in the lock subquery makes the count finish before any queue row is
     locked, so no row stays locked through it.
 
     With throughput, each row also says whether the recent snapshots fall short of a recount of
     the jobs (a transaction committed after the pass that counted its window): then the caller
-    runs the true-up for that queue. Returned per queue: name, queued count, warning threshold,
-    true-up flag, how long this transaction has pinned its snapshot (for the vacuum backoff), and
-    whether the count found a job past its expiry and one past its heartbeat: the monitor runs each
-    sweep only for the queues that have one, since a sweep reads every row of the queues it names
-    (no index of schema 43 holds only active jobs), and the count has just read them anyway.
+    runs the true-up for that queue; and the pass writes the window's wait and run histograms
+    and the oldest ready job's age (every slot NULL when nothing finished, 0 when nothing waits).
+    Returned per queue: name, queued count, warning threshold, true-up flag, how long this
+    transaction has pinned its snapshot (for the vacuum backoff), and whether the count found a
+    job past its expiry and one past its heartbeat: the monitor runs each sweep only for the
+    queues that have one.
 
     Without ``history`` the ready count is not pushed onto ready_history: a count that a reader
     asked for (get_queue_stats(force=True)) is not a point of the monitor's sparkline.
     """
-    end, start = _window(schema, "q")
-    counters = ""
-    true_up_join = ""
-    true_up_columns = ""
+    throughput_set = ""
     if throughput:
-        counters = f"""
-            count(*) FILTER (WHERE j.created_on >= {start} AND j.created_on < {end})::int AS created_delta,
-            count(*) FILTER (WHERE j.state = 'completed' AND j.completed_on >= {start}
-              AND j.completed_on < {end})::int AS completed_delta,
-            count(*) FILTER (WHERE j.state = 'failed' AND j.completed_on >= {start}
-              AND j.completed_on < {end})::int AS failed_delta,
-            sum(
-              CASE WHEN j.created_on >= q.h AND j.created_on < q.top THEN 1 ELSE 0 END
-              + CASE WHEN j.completed_on >= q.h AND j.completed_on < q.top
-                  AND j.state IN ('completed', 'failed') THEN 1 ELSE 0 END
-            )::int AS recount,
-            max(q.settled) AS settled,"""
-        true_up_join = f"""
-          JOIN (
-            SELECT q.name, q.delta_on, a.h, t.top, t.settled
-            FROM {schema}.queue q
-            LEFT JOIN LATERAL (
-              SELECT CASE WHEN x.f IS NULL OR x.f > x.b THEN x.f ELSE x.b END AS h
-              FROM (
-                SELECT
-                  COALESCE(max(s.delta_on) FILTER (WHERE {_true_up_anchor(schema)}), min(s.delta_on)) AS b,
-                  min(s.delta_on) FILTER (WHERE {_retention_floor(schema, "q")}) AS f
-                FROM {schema}.queue_stats s
-                WHERE s.name = q.name AND {_true_up_reach(schema)}
-              ) x
-            ) a ON true
-            LEFT JOIN LATERAL (
-              SELECT max(s.delta_on) AS top,
-                sum(s.created_delta + s.completed_delta + s.failed_delta) AS settled
-              FROM {schema}.queue_stats s
-              WHERE s.name = q.name AND {_true_up_reach(schema)} AND s.delta_on > a.h
-            ) t ON true
-            WHERE q.name = ANY(%(names)s::text[])
-          ) q ON q.name = j.name"""
-        true_up_columns = (
-            ", created_delta, completed_delta, failed_delta, COALESCE(recount > settled, false) AS true_up"
-        )
-    queue_end, queue_start = _window(schema, "queue")
-    seconds = f"round(extract(epoch FROM ({queue_end} - {queue_start})))::int"
-    assignments = (
-        f"""
+        queue_end, queue_start = _window(schema, "queue")
+        seconds = f"round(extract(epoch FROM ({queue_end} - {queue_start})))::int"
+        empty = latency_plans.EMPTY_BINS
+        throughput_set = f"""
       created_delta = COALESCE(stats.created_delta, 0),
       completed_delta = COALESCE(stats.completed_delta, 0),
       failed_delta = COALESCE(stats.failed_delta, 0),
       delta_seconds = CASE WHEN {seconds} < 0 THEN 0 ELSE {seconds} END,
-      delta_on = GREATEST(queue.delta_on, {queue_end}),"""
-        if throughput
-        else ""
-    )
+      delta_on = GREATEST(queue.delta_on, {queue_end}),
+      wait_bins = COALESCE(stats.wait_bins, {empty}),
+      run_bins = COALESCE(stats.run_bins, {empty}),
+      ready_oldest_seconds = COALESCE(stats.ready_oldest_seconds, 0),"""
     # The monitor's passes push each ready count onto the queue's sparkline; a read does not.
     ready_history = (
         f""",
@@ -201,31 +349,16 @@ def cache_queue_stats(schema: str, table: str, *, throughput: bool, history: boo
         {lock_id("%(lock_key)s")}) AS got
     ),
     stats AS (
-      SELECT name, deferred_count, queued_count, GREATEST(queued_count - deferred_count, 0) AS ready_count,
-        active_count, failed_count, total_count, singletons_active, expired_count, stalled_count{true_up_columns}
-      FROM (
-        SELECT j.name,
-          count(*) FILTER (WHERE j.start_after > {schema}.job_now() AND j.state < 'active')::int AS deferred_count,
-          count(*) FILTER (WHERE j.state < 'active')::int AS queued_count,
-          count(*) FILTER (WHERE j.state = 'active')::int AS active_count,
-          count(*) FILTER (WHERE {expired(schema, "j.")})::int AS expired_count,
-          count(*) FILTER (WHERE {stalled(schema, "j.")})::int AS stalled_count,
-          count(*) FILTER (WHERE j.state = 'failed')::int AS failed_count,
-          count(*)::int AS total_count,{counters}
-          array_agg(j.singleton_key) FILTER (
-            WHERE j.policy IN ('singleton', 'stately') AND j.state = 'active') AS singletons_active
-        FROM {schema}.{table} j{true_up_join}
-        WHERE j.name = ANY(%(names)s::text[]) AND (SELECT got FROM lock)
-        GROUP BY 1
-      ) counted
+      SELECT * FROM ({_aggregate(schema, table, throughput=throughput)}) counted
+      WHERE (SELECT got FROM lock)
     )
     UPDATE {schema}.queue SET
       deferred_count = COALESCE(stats.deferred_count, 0),
+      blocked_count = COALESCE(stats.blocked_count, 0),
       queued_count = COALESCE(stats.queued_count, 0),
       ready_count = COALESCE(stats.ready_count, 0),
       active_count = COALESCE(stats.active_count, 0),
-      failed_count = COALESCE(stats.failed_count, 0),
-      total_count = COALESCE(stats.total_count, 0),{assignments}
+      failed_count = COALESCE(stats.failed_count, 0),{_retained_assignments(schema)}{throughput_set}
       singletons_active = stats.singletons_active,
       monitor_on = {schema}.job_now(){ready_history}
     FROM (
@@ -243,14 +376,16 @@ def cache_queue_stats(schema: str, table: str, *, throughput: bool, history: boo
 
 
 def insert_queue_stats(schema: str) -> str:
-    """Snapshot the named queues' rows into queue_stats. Parameter: names."""
+    """Snapshot the named queues' rows into queue_stats, histograms included. Parameter: names."""
     return f"""
     INSERT INTO {schema}.queue_stats (
       name, deferred_count, queued_count, ready_count, active_count, failed_count, total_count,
-      created_delta, completed_delta, failed_delta, delta_seconds, delta_on, captured_on
+      created_delta, completed_delta, failed_delta, delta_seconds, delta_on,
+      wait_bins, run_bins, ready_oldest_seconds, captured_on
     )
     SELECT name, deferred_count, queued_count, ready_count, active_count, failed_count, total_count,
-      created_delta, completed_delta, failed_delta, delta_seconds, delta_on, {schema}.job_now()
+      created_delta, completed_delta, failed_delta, delta_seconds, delta_on,
+      wait_bins, run_bins, ready_oldest_seconds, {schema}.job_now()
     FROM {schema}.queue
     WHERE name = ANY(%(names)s::text[])
     """
@@ -336,120 +471,18 @@ def true_up_queue_stats(schema: str, table: str) -> str:
     """
 
 
-#: How a bucket's gauges are aggregated; whitelisted, since the name becomes SQL text.
-GAUGE_AGGREGATES = {"max": "max({})::int", "min": "min({})::int", "avg": "round(avg({}))::int"}
-_GAUGES = ("deferred_count", "queued_count", "ready_count", "active_count", "failed_count", "total_count")
-#: The columns a history read returns, in records.StatsPoint's field order.
-STATS_COLUMNS = (
-    *_GAUGES,
-    "created_delta",
-    "completed_delta",
-    "failed_delta",
-    "delta_seconds",
-    "delta_on",
-    "captured_on",
-)
+def reduce_retained_count(schema: str) -> str:
+    """Take the jobs a delete or resume moved off a queue's counts at once rather than at the next
+    pass (pg-boss 12.38's reduceRetainedCount). Named parameters: name, retained (off
+    retained_count: the completed and cancelled jobs of it that went), removed (off total_count).
 
-
-def queue_stats_history(schema: str) -> str:
-    """A queue's snapshots, newest first. Named parameters: name, start, end, limit."""
-    return f"""
-    SELECT {", ".join(STATS_COLUMNS)}
-    FROM {schema}.queue_stats
-    WHERE name = %(name)s
-      AND (%(start)s::timestamptz IS NULL OR captured_on >= %(start)s::timestamptz)
-      AND (%(end)s::timestamptz IS NULL OR captured_on <= %(end)s::timestamptz)
-    ORDER BY captured_on DESC
-    LIMIT %(limit)s
+    A queue no maintenance pass has counted yet keeps a NULL retained_count, and its total_count,
+    the count it had before schema 46, still drops by the jobs removed.
     """
-
-
-@functools.lru_cache(maxsize=16)
-def queue_stats_buckets(schema: str, aggregate: str, *, auto: bool) -> str:
-    """A queue's history in time buckets, newest first (pg-boss 12.35's bucketing).
-
-    Named parameters: name, start, end, limit, width (bucket seconds, or with ``auto`` the number of
-    buckets wanted over the history's extent, which start and end can only narrow).
-
-    Gauges are bucketed by captured_on and aggregated (``aggregate``); counters by delta_on, the end
-    of the window they counted, and summed, so a rate is sum(delta) / sum(delta_seconds). A counter
-    bucket without a capture of its own (passes further apart than a bucket) is folded into the
-    newest gauge bucket before it, or the first one when none precedes it, so every bucket returned
-    has gauges behind it. The newest bucket's counters are usually null: the pass that counts its
-    interval has not run yet. Buckets are epoch-aligned (no date_bin, which PostgreSQL 13 lacks).
-    """
-    gauge = GAUGE_AGGREGATES[aggregate]
-    if auto:
-        width = f"""
-    extent AS (SELECT min(captured_on) AS lo, max(captured_on) AS hi FROM {schema}.queue_stats WHERE name = %(name)s),
-    bounds AS (
-      SELECT greatest(coalesce(%(start)s::timestamptz, lo), lo) AS lo, least(coalesce(%(end)s::timestamptz, hi), hi) AS hi
-      FROM extent
-    ),
-    w AS (
-      SELECT greatest(1, ceil(extract(epoch FROM (hi - lo))::float8 / greatest(%(width)s, 1)::float8)::bigint)::bigint AS secs
-      FROM bounds
-    ),"""
-        # Epoch alignment can straddle one extra bucket; the oldest is dropped.
-        limit = "least(%(limit)s, %(width)s)"
-    else:
-        width = "\n    w AS (SELECT greatest(%(width)s, 1)::bigint AS secs),"
-        limit = "%(limit)s"
-
-    def bucket(column: str) -> str:
-        return f"to_timestamp(floor(extract(epoch FROM {column})::float8 / w.secs::float8) * w.secs::float8)"
-
-    gauges = ",\n        ".join(f"{gauge.format(c)} AS {c}" for c in _GAUGES)
     return f"""
-    WITH{width}
-    gauges AS (
-      SELECT {bucket("captured_on")} AS bucket,
-        {gauges}
-      FROM {schema}.queue_stats, w
-      WHERE name = %(name)s
-        AND (%(start)s::timestamptz IS NULL OR captured_on >= %(start)s::timestamptz)
-        AND (%(end)s::timestamptz IS NULL OR captured_on <= %(end)s::timestamptz)
-      GROUP BY 1
-    ),
-    counters AS (
-      SELECT {bucket("delta_on")} AS bucket,
-        sum(created_delta)::int AS created_delta, sum(completed_delta)::int AS completed_delta,
-        sum(failed_delta)::int AS failed_delta, sum(delta_seconds)::int AS delta_seconds,
-        max(delta_on) AS delta_on
-      FROM {schema}.queue_stats, w
-      WHERE name = %(name)s AND delta_on IS NOT NULL
-        AND (%(start)s::timestamptz IS NULL OR delta_on >= %(start)s::timestamptz)
-        AND (%(end)s::timestamptz IS NULL OR delta_on <= %(end)s::timestamptz)
-      GROUP BY 1
-    ),
-    placed AS (
-      SELECT
-        COALESCE(
-          max(g.bucket) OVER (ORDER BY COALESCE(g.bucket, c.bucket) ROWS UNBOUNDED PRECEDING),
-          min(g.bucket) OVER ()
-        ) AS bucket,
-        {", ".join(f"g.{c}" for c in _GAUGES)},
-        c.created_delta, c.completed_delta, c.failed_delta, c.delta_seconds, c.delta_on
-      FROM gauges g FULL JOIN counters c ON c.bucket = g.bucket
-    )
-    SELECT {", ".join(f"max({c})::int" for c in _GAUGES)},
-      sum(created_delta)::int, sum(completed_delta)::int, sum(failed_delta)::int, sum(delta_seconds)::int,
-      max(delta_on), bucket
-    FROM placed
-    WHERE bucket IS NOT NULL
-    GROUP BY bucket
-    ORDER BY bucket DESC
-    LIMIT {limit}
-    """
-
-
-def queue_stats_cache(schema: str) -> str:
-    """A queue's cached gauges, when they were counted, their age in seconds (NULL if never) and
-    whether the monitor's vacuum backoff holds aggregates off now. Named parameter: name."""
-    return f"""
-    SELECT deferred_count, queued_count, ready_count, active_count, failed_count, total_count,
-      monitor_on, extract(epoch FROM ({schema}.job_now() - monitor_on))::float8,
-      COALESCE((SELECT monitor_backoff_on > {schema}.job_now() FROM {schema}.version), false)
-    FROM {schema}.queue
+    UPDATE {schema}.queue SET
+      retained_count = CASE WHEN retained_count IS NULL THEN NULL
+        ELSE GREATEST(retained_count - %(retained)s, 0) END,
+      total_count = GREATEST(total_count - %(removed)s, 0)
     WHERE name = %(name)s
     """

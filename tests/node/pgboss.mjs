@@ -37,6 +37,10 @@
 //       and stays registered until its stdin closes, then stops gracefully.
 //   node pgboss.mjs instances <connection string> <schema> [options JSON]
 //       prints boss.getInstances(options), from an instance that does not register itself.
+//   node pgboss.mjs supervise <connection string> <schema> <queue> [percentiles JSON]
+//       runs one pass of pg-boss's own monitor and maintenance over <queue> (boss.supervise(), with
+//       persistQueueStats), then prints the queue as boss.getQueue() reads it and its stats as
+//       boss.getQueueStats() reads them (with the percentiles, when given).
 //
 // <schema> is spelled as a pg-boss user configures it: bare, or in double quotes when the name
 // needs them. pg-boss is resolved from PGBOSS_NODE_DIR, where scripts/test.sh installs it.
@@ -54,6 +58,7 @@ const boss = new PgBoss({
   schedule: command === 'timekeep',
   cronWorkerIntervalSeconds: 1,
   migrate: command === 'install' || command === 'migrate',
+  ...(command === 'supervise' ? { persistQueueStats: true } : {}),
   ...(command === 'migrate' ? { bamIntervalSeconds: 86400 } : {}),
   createSchema: command === 'install',
   ...(command === 'register' ? { instanceName: args[0], instanceHeartbeatSeconds: Number(args[1]) } : {}),
@@ -112,6 +117,11 @@ try {
     await new Promise((resolve) => process.stdin.on('end', resolve))
   } else if (command === 'instances') {
     result.instances = await boss.getInstances(JSON.parse(args[0] || '{}'))
+  } else if (command === 'supervise') {
+    await boss.supervise(args[0])
+    result.queue = await boss.getQueue(args[0])
+    const percentiles = args[1] ? JSON.parse(args[1]) : undefined
+    result.stats = await boss.getQueueStats(args[0], percentiles ? { percentiles } : {})
   } else if (command !== 'install' && command !== 'migrate') {
     throw new Error(`unknown command ${command}`)
   }

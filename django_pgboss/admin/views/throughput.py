@@ -1,7 +1,8 @@
 """The queue pages' numbers: the changelist's throughput column and the queue page's charts.
 
 The queue page offers a few time ranges (?range=), each with its bucket width; the charts
-themselves are drawn by admin/charts.py from boss.get_queue_stats().
+themselves are drawn by admin/charts.py from boss.get_queue_stats(): throughput, counts, and the
+wait and run percentiles (p50, p95, p99) read from each bucket's histograms.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ DEFAULT_RANGE = "1h"
 #: The changelist's throughput window: the last hour, in 5-minute buckets for the sparkline.
 THROUGHPUT_WINDOW = dt.timedelta(hours=1)
 THROUGHPUT_BUCKET_SECONDS = 300
+#: The percentiles the latency charts draw, each with its line's style.
+LATENCY_PERCENTILES = ((50, charts.BLUE), (95, charts.GREEN), (99, charts.VERMILLION))
 
 
 def pick_range(request: HttpRequest) -> ChartRange:
@@ -133,7 +136,15 @@ def queue_charts_context(request: HttpRequest, name: str) -> dict[str, Any]:
     end = timezone.now()
     start = end - chosen.span
     points = list(
-        reversed(boss.get_queue_stats(name, start=start, end=end, bucket_seconds=chosen.bucket_seconds))
+        reversed(
+            boss.get_queue_stats(
+                name,
+                start=start,
+                end=end,
+                bucket_seconds=chosen.bucket_seconds,
+                percentiles=[p for p, _style in LATENCY_PERCENTILES],
+            )
+        )
     )
     bucket = bucket_label(chosen.bucket_seconds)
     # A range that is mostly empty (a queue whose history began ten minutes ago, seen over six
@@ -173,6 +184,25 @@ def queue_charts_context(request: HttpRequest, name: str) -> dict[str, Any]:
         y_label="jobs",
         empty_message=empty,
     )
+    wait_chart, run_chart = (
+        charts.line_chart(
+            [
+                charts.Series(
+                    f"p{p}",
+                    [(point.captured_on, _percentile_of(point, index, which)) for point in points],
+                    style,
+                    unit="seconds",
+                )
+                for index, (p, style) in enumerate(LATENCY_PERCENTILES)
+            ],
+            start=start,
+            end=end,
+            title=f"{title} of the jobs that finished, p50, p95 and p99 per {bucket}, last {chosen.label}",
+            y_label="seconds",
+            empty_message=empty,
+        )
+        for which, title in (("wait_seconds", "Wait before starting"), ("run_seconds", "Run time"))
+    )
     rates = [
         (label, per_minute(points, counter))
         for label, counter in (
@@ -191,5 +221,16 @@ def queue_charts_context(request: HttpRequest, name: str) -> dict[str, Any]:
         "chart_axis_note": axis_note,
         "throughput_chart": throughput_chart,
         "gauge_chart": gauge_chart,
+        "wait_chart": wait_chart,
+        "run_chart": run_chart,
         "rates": [(label, None if rate is None else round(rate, 2)) for label, rate in rates],
     }
+
+
+def _percentile_of(point: StatsPoint, index: int, which: str) -> float | None:
+    """The ``index``-th percentile asked of ``point``, its wait or run seconds (``which``); None
+    where the bucket has no histograms (no counting pass measured it) or they hold no job."""
+    if not point.percentiles:
+        return None
+    value: float | None = getattr(point.percentiles[index], which)
+    return value

@@ -1,0 +1,284 @@
+"""The monitor's wait and run histograms, blocked and retained counts (pg-boss 12.38's schema 46).
+
+The tests on one connection run on a TestClock (django_pgboss.testing), so a job waits and runs
+exactly as long as the test advances the clock. The comparison with pg-boss's own monitor commits
+for real (pg-boss connects on its own) and stamps the jobs with SQL instead.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from django_pgboss import boss
+from django_pgboss.conf import pgboss_settings
+from django_pgboss.exceptions import InvalidOption
+from django_pgboss.latency import LATENCY_SLOTS, add_bins, percentile, slot_upper_bounds
+from django_pgboss.records import Percentile
+from tests.helpers import rows
+
+pytestmark = [pytest.mark.queue(retry_limit=0)]
+
+
+def slots(**counts: int) -> list[int]:
+    """A histogram with ``counts`` (slot_<k>=n) in the named slots and 0 elsewhere."""
+    bins = [0] * LATENCY_SLOTS
+    for name, n in counts.items():
+        bins[int(name.removeprefix("slot_"))] = n
+    return bins
+
+
+# -- the arithmetic (pure) -------------------------------------------------------------------------
+
+
+def test_a_percentile_is_read_within_its_slot_on_the_log_scale():
+    # Slot 16 covers 10 ms·√2^15 to 10 ms·√2^16 (1.81 s to 2.56 s); half its jobs are half way in.
+    bins = slots(slot_16=4)
+    assert percentile(bins, 50) == pytest.approx(0.01 * math.sqrt(2) ** 15.5)
+    assert percentile(bins, 100) == pytest.approx(0.01 * math.sqrt(2) ** 16)
+
+
+def test_the_first_and_last_slots_have_one_edge_each():
+    assert percentile(slots(slot_0=3), 99) == 0.01  # only known to be under 10 ms
+    last = LATENCY_SLOTS - 1
+    assert percentile(slots(**{f"slot_{last}": 1}), 50) == pytest.approx(0.01 * math.sqrt(2) ** (last - 1))
+
+
+def test_an_empty_or_missing_histogram_has_no_percentile():
+    assert percentile(None, 50) is None
+    assert percentile([0] * LATENCY_SLOTS, 50) is None
+
+
+def test_histograms_add_slot_by_slot():
+    assert add_bins(slots(slot_1=1), slots(slot_1=2, slot_3=1)) == slots(slot_1=3, slot_3=1)
+    assert add_bins(None, slots(slot_2=1)) == slots(slot_2=1)
+    assert add_bins(None, None) is None
+
+
+def test_the_slot_bounds_end_with_infinity():
+    bounds = slot_upper_bounds()
+    assert len(bounds) == LATENCY_SLOTS
+    assert bounds[0] == 0.01 and bounds[-1] == math.inf
+    assert bounds[16] == pytest.approx(0.01 * math.sqrt(2) ** 16)
+
+
+# -- the monitor ------------------------------------------------------------------------------------
+
+
+def queue_row(name: str, *columns: str) -> tuple:
+    (row,) = rows(f"SELECT {', '.join(columns)} FROM {{s}}.queue WHERE name = %s", [name])
+    return row
+
+
+@pytest.mark.django_db
+def test_a_counting_pass_records_the_wait_and_run_of_the_jobs_that_finished(queue, clock):
+    boss.supervise()  # starts the counting window
+    boss.send(queue, {"n": 1})
+    boss.send(queue, {"n": 2})
+    clock.advance(seconds=2)
+    first, second = boss.fetch(queue, batch_size=2)  # each waited 2 s
+    clock.advance(seconds=5)
+    boss.complete(queue, first)  # ran 5 s
+    boss.fail(queue, second)  # failed after 5 s: its times count too
+    boss.send(queue, {"n": 3})  # waiting, ready: neither waited nor ran to the end yet
+    clock.advance(seconds=70)
+    assert boss.supervise().counted == [queue]
+    info = boss.get_queue(queue)
+    # 2 s lands in slot 16 (1.81 s to 2.56 s), 5 s in slot 18 (3.62 s to 5.12 s).
+    assert info.wait_bins == slots(slot_16=2)
+    assert info.run_bins == slots(slot_18=2)
+    assert info.ready_oldest_seconds == 70
+    # The snapshot keeps them, and reads them back with their percentiles.
+    (point, _first) = boss.get_queue_stats(queue, percentiles=[50, 99, 50])
+    assert (point.wait_bins, point.run_bins, point.ready_oldest_seconds) == (
+        info.wait_bins,
+        info.run_bins,
+        70,
+    )
+    assert [entry.p for entry in point.percentiles] == [50, 99]
+    assert point.percentiles[0] == Percentile(
+        50, percentile(info.wait_bins, 50), percentile(info.run_bins, 50)
+    )
+    assert 1.81 < point.percentiles[0].wait_seconds < 2.56
+    assert 3.62 < point.percentiles[1].run_seconds < 5.12
+
+
+@pytest.mark.django_db
+def test_a_pass_in_which_nothing_finished_writes_empty_histograms(queue, clock):
+    assert boss.get_queue(queue).wait_bins is None  # never counted
+    boss.supervise()
+    info = boss.get_queue(queue)
+    assert (info.wait_bins, info.run_bins, info.ready_oldest_seconds) == ([0] * 48, [0] * 48, 0)
+    # Stored as pg-boss stores them: 48 NULL slots, not a NULL array.
+    assert queue_row(queue, "wait_bins")[0] == [None] * 48
+    (point,) = boss.get_queue_stats(queue, percentiles=[95])
+    assert point.percentiles == [Percentile(95, None, None)]
+
+
+@pytest.mark.django_db
+def test_buckets_add_their_passes_histograms(queue, clock):
+    boss.supervise()
+    for _ in range(2):
+        boss.send(queue)
+        clock.advance(seconds=1)
+        job = boss.fetch(queue)
+        clock.advance(seconds=1)
+        boss.complete(queue, job)
+        clock.advance(seconds=60)
+        boss.supervise()
+    (bucket,) = boss.get_queue_stats(queue, bucket_seconds=100_000)
+    # Each pass counted one job that waited 1 s and ran 1 s: slot 14 (0.91 s to 1.28 s).
+    assert bucket.wait_bins == slots(slot_14=2)
+    assert bucket.run_bins == slots(slot_14=2)
+
+
+@pytest.mark.django_db
+def test_the_count_is_the_same_while_bam_has_not_built_schema_46_s_indexes(queue, clock):
+    # An upgraded schema has job_i14 to job_i16 only once bam built them: until then the same
+    # statement reads the queue without them.
+    rows("DROP INDEX {s}.job_common_i14, {s}.job_common_i15, {s}.job_common_i16")
+    boss.supervise()
+    boss.send(queue)
+    clock.advance(seconds=2)
+    boss.complete(queue, boss.fetch(queue))
+    clock.advance(seconds=70)
+    assert boss.supervise().counted == [queue]
+    info = boss.get_queue(queue)
+    assert (info.wait_bins, info.run_bins) == (slots(slot_16=1), slots(slot_0=1))
+    assert (info.completed_delta, info.retained_count, info.total_count) == (1, 1, 1)
+
+
+@pytest.mark.django_db
+def test_blocked_jobs_are_counted_apart_from_ready_ones(queue):
+    boss.flow([{"ref": "parent", "name": queue}, {"ref": "child", "name": queue, "depends_on": ["parent"]}])
+    boss.send(queue, start_after=3600)
+    boss.supervise()
+    info = boss.get_queue(queue)
+    assert (info.queued_count, info.ready_count, info.blocked_count, info.deferred_count) == (3, 1, 1, 1)
+
+
+@pytest.mark.django_db
+def test_total_count_is_the_live_jobs_plus_the_retained_ones(queue, clock):
+    for _ in range(4):
+        boss.send(queue)
+    done = boss.fetch(queue, batch_size=3)
+    boss.complete(queue, done[:2])
+    boss.cancel(queue, done[2])
+    clock.advance(seconds=60)
+    boss.supervise()  # the maintenance pass counts what the queue keeps
+    info = boss.get_queue(queue)
+    assert (info.retained_count, info.total_count, info.queued_count) == (3, 4, 1)
+    # A job finishing later is taken in by the next monitor pass, once it is DELTA_LAG old.
+    boss.complete(queue, boss.fetch(queue))
+    clock.advance(seconds=60)
+    boss.supervise()
+    info = boss.get_queue(queue)
+    assert (info.retained_count, info.total_count, info.queued_count) == (4, 4, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deletes_and_resumes_take_the_jobs_they_move_off_the_retained_count(queue):
+    for _ in range(6):
+        boss.send(queue)
+    jobs = boss.fetch(queue, batch_size=6)
+    boss.complete(queue, jobs[:3])
+    boss.cancel(queue, [job.id for job in jobs[3:]])
+    rows("UPDATE {s}.job SET completed_on = completed_on - interval '1 minute' WHERE name = %s", [queue])
+    rows("UPDATE {s}.queue SET monitor_claim_on = NULL, maintain_on = NULL WHERE name = %s", [queue])
+    boss.supervise()
+    assert (boss.get_queue(queue).retained_count, boss.get_queue(queue).total_count) == (6, 6)
+    boss.delete_job(queue, jobs[0].id)  # a completed job: out of both counts at once
+    boss.resume(queue, jobs[3].id)  # a cancelled one: out of the retained, still in the total
+    info = boss.get_queue(queue)
+    assert (info.retained_count, info.total_count) == (4, 5)
+    assert boss.delete_stored_jobs(queue) == 4
+    info = boss.get_queue(queue)
+    assert (info.retained_count, info.total_count) == (0, 1)
+
+
+@pytest.mark.django_db
+def test_bad_percentiles_are_refused_before_any_sql(queue, django_assert_num_queries):
+    for bad in ([], [0], [101], [True], ["50"], [float("nan")], 50, "50"):
+        with django_assert_num_queries(0), pytest.raises(InvalidOption, match="percentiles"):
+            boss.get_queue_stats(queue, percentiles=bad)
+
+
+# -- the same bins as pg-boss's own monitor ---------------------------------------------------------
+
+# The (wait, run) in seconds of each completed job, from under 10 ms to past the last bin.
+TIMED_JOBS = [(0.004, 0.2), (0.5, 1.5), (3, 40), (3, 40), (90, 7200), (100_000, 0.02)]
+
+
+def stage(name: str) -> None:
+    """Jobs of ``name`` that finished 30 s ago after the waits and runs of TIMED_JOBS, a cancelled
+    one, a failed one, a ready one an hour old and a blocked flow child; and a counting window
+    that opened five minutes ago, so one pass of either monitor counts them all."""
+    boss.create_queue(name, retry_limit=0)
+    ids = [boss.send(name, {"n": n}) for n in range(len(TIMED_JOBS) + 2)]
+    assert len(boss.fetch(name, batch_size=len(ids))) == len(ids)
+    for job_id, (wait, run) in zip(ids, TIMED_JOBS, strict=False):
+        rows(
+            "UPDATE {s}.job SET state = 'completed', "
+            "completed_on = now() - interval '30 seconds', "
+            "started_on = now() - interval '30 seconds' - %s * interval '1 second', "
+            "created_on = now() - interval '30 seconds' - %s * interval '1 second', "
+            "start_after = now() - interval '30 seconds' - %s * interval '1 second' "
+            "WHERE name = %s AND id = %s",
+            [run, run + wait, run + wait, name, job_id],
+        )
+    failed = ids[len(TIMED_JOBS)]
+    boss.fail(name, failed)
+    rows(
+        "UPDATE {s}.job SET completed_on = now() - interval '20 seconds', "
+        "started_on = now() - interval '25 seconds', created_on = now() - interval '26 seconds', "
+        "start_after = now() - interval '26 seconds' "
+        "WHERE name = %s AND id = %s",
+        [name, failed],
+    )
+    boss.cancel(name, ids[-1])
+    rows(
+        "UPDATE {s}.job SET completed_on = now() - interval '15 seconds' WHERE name = %s AND id = %s",
+        [name, ids[-1]],
+    )
+    ready = boss.send(name)
+    rows(
+        "UPDATE {s}.job SET created_on = now() - interval '1 hour', start_after = now() - interval '1 hour' "
+        "WHERE name = %s AND id = %s",
+        [name, ready],
+    )
+    boss.flow([{"ref": "p", "name": name}, {"ref": "c", "name": name, "depends_on": ["p"]}])
+    rows(
+        "UPDATE {s}.queue SET delta_on = now() - interval '5 minutes', monitor_on = NULL, "
+        "monitor_claim_on = NULL, maintain_on = NULL WHERE name = %s",
+        [name],
+    )
+
+
+@pytest.mark.node
+@pytest.mark.django_db(transaction=True)
+def test_a_python_and_a_node_monitor_give_the_same_bins_and_counts(run_pgboss):
+    stage("ours")
+    stage("theirs")
+    boss.supervise(["ours"])
+    theirs = run_pgboss("supervise", pgboss_settings.SCHEMA, "theirs", "[50, 95, 99]")
+    ours = boss.get_queue("ours")
+    queue = theirs["queue"]
+    assert ours.wait_bins == queue["waitBins"]
+    assert ours.run_bins == queue["runBins"]
+    assert sum(ours.wait_bins) == len(TIMED_JOBS) + 1  # the completed and the failed ones
+    counts = ("deferred", "queued", "ready", "blocked", "active", "failed", "total")
+    assert {c: getattr(ours, f"{c}_count") for c in counts} == {c: queue[f"{c}Count"] for c in counts}
+    assert (ours.blocked_count, ours.ready_count) == (1, 2)  # the flow's parent is ready too
+    assert (ours.completed_delta, ours.failed_delta) == (queue["completedDelta"], queue["failedDelta"])
+    (retained,) = rows("SELECT retained_count FROM {s}.queue WHERE name = 'theirs'")[0]
+    assert ours.retained_count == retained == len(TIMED_JOBS) + 1
+    # pg-boss ran a second or two later, on the same jobs: the oldest ready job is that much older.
+    assert 0 <= queue["readyOldestSeconds"] - ours.ready_oldest_seconds <= 5
+    (point, *_) = boss.get_queue_stats("ours", percentiles=[50, 95, 99])
+    (their_point, *_) = theirs["stats"]
+    assert point.wait_bins == their_point["waitBins"]
+    assert [(e.p, e.wait_seconds, e.run_seconds) for e in point.percentiles] == [
+        (e["p"], pytest.approx(e["waitSeconds"]), pytest.approx(e["runSeconds"]))
+        for e in their_point["percentiles"]
+    ]
