@@ -248,11 +248,15 @@ def cancel_jobs(schema: str, table: str, *, fenced: bool) -> str:
 
 
 def resume_jobs(schema: str, table: str) -> str:
-    """Put cancelled jobs back to created. Parameters: name, ids."""
+    """Put cancelled jobs back to created. Parameters: name, ids.
+
+    A resumed job loses upsert_by_key, as in pg-boss 12.38, so it never collides in job_i13 with
+    a newer job upserted by the same key: it waits beside it as a job send() wrote.
+    """
     return f"""
     WITH results AS (
       UPDATE {schema}.{table}
-      SET completed_on = NULL, state = 'created'
+      SET completed_on = NULL, state = 'created', upsert_by_key = NULL
       WHERE {queue_jobs()} AND state = 'cancelled'
       RETURNING id
     )
@@ -353,7 +357,9 @@ def requeue_jobs(schema: str, table: str, *, started: bool) -> str:
 
     Either way the job waits as 'retry' from now, without retry_delay (a shutdown is not the
     job's failure), which keeps a key_strict_fifo key blocked behind it and cannot collide with
-    a short queue's one 'created' job per key.
+    a short queue's one 'created' job per key. The job loses upsert_by_key, as pg-boss 12.38's
+    restore() has it do, so a stately job put back as 'created' cannot collide in job_i13 with a
+    newer job upserted by its key.
     """
     taken_retry = _STATELY_TAKEN.format(schema=schema, table=table, state="retry")
     taken_created = _STATELY_TAKEN.format(schema=schema, table=table, state="created")
@@ -371,7 +377,8 @@ def requeue_jobs(schema: str, table: str, *, started: bool) -> str:
         END,
         {charge}
         start_after = {schema}.job_now(),
-        heartbeat_on = NULL
+        heartbeat_on = NULL,
+        upsert_by_key = NULL
       WHERE {queue_jobs(alias="j.")} AND j.state = 'active'
         AND (j.id::text || ':' || j.retry_count::text) = ANY(%(attempts)s::text[])
         AND NOT (j.policy = 'stately' AND {taken_retry} AND {taken_created})
