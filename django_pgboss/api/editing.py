@@ -11,7 +11,7 @@ from typing import Any
 
 from django_pgboss.api.queues import require_dead_letter
 from django_pgboss.api.sending import JobSender
-from django_pgboss.arguments import edit_options, edit_target, integer
+from django_pgboss.arguments import edit_options, edit_target, integer, page_after, page_limit
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.constants import UNSET, QueuePolicy
 from django_pgboss.db.context import DatabaseContext
@@ -211,9 +211,14 @@ class JobEditor:
 
     # -- blocked keys --------------------------------------------------------------------------
 
-    def get_blocked_keys(self, name: str) -> list[str]:
+    def get_blocked_keys(self, name: str, *, limit: int | None = None, after: str | None = None) -> list[str]:
         """See Boss.get_blocked_keys()."""
         validate_queue_name(name)
+        params = {
+            "name": name,
+            "limit": page_limit("get_blocked_keys()", limit),
+            "after": page_after("get_blocked_keys()", after),
+        }
         context = self.context
         route = context.route(name)
         if route.policy != QueuePolicy.KEY_STRICT_FIFO:
@@ -221,5 +226,7 @@ class JobEditor:
                 f"get_blocked_keys() is only for key_strict_fifo queues; queue {name!r} is {route.policy}"
             )
         with context.cursor() as cursor:
-            cursor.execute(edit_plans.blocked_keys(context.quoted_schema, route.table), {"name": name})
+            cursor.execute(
+                edit_plans.blocked_keys(context.quoted_schema, route.table, after=after is not None), params
+            )
             return [row[0] for row in cursor.fetchall()]

@@ -155,12 +155,15 @@ def purge_batch(schema: str, table: str, *, which: str, first: bool) -> str:
     """
 
 
-def blocked_keys(schema: str, table: str) -> str:
-    """The keys of a key_strict_fifo queue that a failed job blocks, in key order. Parameter: name."""
+def blocked_keys(schema: str, table: str, *, after: bool = False) -> str:
+    """The keys of a key_strict_fifo queue that a failed job blocks, in key order, at most the
+    parameter limit. Parameters: name, limit, and with ``after`` after (the previous page's last key)."""
+    page = "AND singleton_key > %(after)s" if after else ""
     return f"""
     SELECT DISTINCT singleton_key FROM {schema}.{table}
-    WHERE name = %(name)s AND state = 'failed' AND policy = 'key_strict_fifo'
+    WHERE name = %(name)s AND state = 'failed' AND policy = 'key_strict_fifo' {page}
     ORDER BY singleton_key
+    LIMIT %(limit)s
     """
 
 

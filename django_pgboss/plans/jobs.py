@@ -433,11 +433,15 @@ def get_job(schema: str, table: str) -> str:
     return f"SELECT {', '.join(JOB_COLUMNS)} FROM {schema}.{table} WHERE name = %(name)s AND id = %(id)s"
 
 
-def find_jobs(schema: str, table: str, *, by_id: bool, by_key: bool, by_data: bool, queued: bool) -> str:
+def find_jobs(
+    schema: str, table: str, *, by_id: bool, by_key: bool, by_data: bool, queued: bool, after: bool = False
+) -> str:
     """Jobs of a queue matching the given filters, oldest first.
 
     Parameters: name, limit, and for the filters present id, key (the singleton key) and data
-    (JSON, matched by containment).
+    (JSON, matched by containment). With ``after``, the page after a job: after_created_on and
+    after_id, read first with find_jobs_anchor(), as pg-boss 12.38 pages it; the created_on bound
+    beside the row comparison is what lets the index scan start there.
     """
     conditions = ["name = %(name)s"]
     if by_id:
@@ -448,12 +452,21 @@ def find_jobs(schema: str, table: str, *, by_id: bool, by_key: bool, by_data: bo
         conditions.append("data @> %(data)s::jsonb")
     if queued:
         conditions.append("state < 'active'")
+    if after:
+        conditions.append("created_on >= %(after_created_on)s")
+        conditions.append("(created_on, id) > (%(after_created_on)s, %(after_id)s::uuid)")
     return f"""
     SELECT {", ".join(JOB_COLUMNS)} FROM {schema}.{table}
     WHERE {" AND ".join(conditions)}
     ORDER BY created_on, id
     LIMIT %(limit)s
     """
+
+
+def find_jobs_anchor(schema: str, table: str) -> str:
+    """The created_on of the job a find_jobs() page continues after (no row once it was
+    deleted). Parameters: name, id."""
+    return f"SELECT created_on FROM {schema}.{table} WHERE name = %(name)s AND id = %(id)s::uuid"
 
 
 @functools.lru_cache(maxsize=256)
