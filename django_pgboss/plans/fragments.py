@@ -86,25 +86,17 @@ INSERT_COLUMNS = (
 )
 
 
-def written_extras(*, traced: bool, upsert_by_key: bool) -> tuple[tuple[str, ...], str]:
+def written_extras(*, upsert_by_key: bool) -> tuple[tuple[str, ...], str]:
     """The columns a send writes beyond INSERT_COLUMNS, and their values (text to follow the last
     of INSERT_COLUMNS' values in a SELECT list), as pg-boss 12.38's insert writes them.
 
-    ``traced``: trace_context, the parameter %(trace_context)s (a JSON object carrying the W3C
-    traceparent of the send's span, the same for every row of one statement, as pg-boss's
-    carrier is). ``upsert_by_key``: true, the mark of a job upsert() inserted by its key, which
-    job_i13 (unique over (name, singleton_key) among such jobs while created) holds to one per key.
-    Neither, the common case: nothing, so an untraced send's statement is what it always was.
+    ``upsert_by_key``: true, the mark of a job upsert() inserted by its key, which job_i13 (unique
+    over (name, singleton_key) among such jobs while created) holds to one per key. Without it,
+    the common case, nothing: a send's statement is what it always was.
     """
-    columns: tuple[str, ...] = ()
-    values = ""
-    if traced:
-        columns += ("trace_context",)
-        values += ",\n      %(trace_context)s::jsonb"
     if upsert_by_key:
-        columns += ("upsert_by_key",)
-        values += ",\n      true"
-    return columns, values
+        return ("upsert_by_key",), ",\n      true"
+    return (), ""
 
 
 def start_after(schema: str, text: str) -> str:

@@ -66,7 +66,6 @@ def insert_jobs(
     notify: bool = False,
     slots: bool = False,
     flow: bool = False,
-    traced: bool = False,
     upsert_by_key: bool = False,
 ) -> str:
     """Insert a batch of jobs from a JSON array, in one statement.
@@ -94,7 +93,7 @@ def insert_jobs(
 
     With ``flow`` each job also carries its flow columns (blocked, blocking, pendingDependencies,
     absent meaning false/0), as pg-boss's flow() insert writes them; only api/flows.py asks for it.
-    ``traced`` and ``upsert_by_key`` add the columns of fragments.written_extras().
+    ``upsert_by_key`` adds the column of fragments.written_extras().
     """
     slot = fragments.singleton_slot(schema, 'j."singletonSeconds"::float8', 'j."singletonOffset"::float8')
     if slots:
@@ -110,7 +109,7 @@ def insert_jobs(
       COALESCE(j.blocked, false),
       COALESCE(j.blocking, false),
       COALESCE(j."pendingDependencies", 0)"""
-    extra_columns, extra_values = fragments.written_extras(traced=traced, upsert_by_key=upsert_by_key)
+    extra_columns, extra_values = fragments.written_extras(upsert_by_key=upsert_by_key)
     columns += extra_columns
     insert = f"""
     INSERT INTO {schema}.{table} ({", ".join(columns)})
@@ -165,9 +164,7 @@ def _returning(schema: str, insert: str, *, returning: bool, notify: bool) -> st
 
 
 @functools.lru_cache(maxsize=256)
-def insert_data_jobs(
-    schema: str, table: str, *, on_conflict: bool, returning: bool, notify: bool, traced: bool = False
-) -> str:
+def insert_data_jobs(schema: str, table: str, *, on_conflict: bool, returning: bool, notify: bool) -> str:
     """Insert a batch of jobs that carry nothing but their data: the common insert().
 
     Parameters: data (a JSON array of the jobs' data, a JSON null for a job without), name, and
@@ -182,13 +179,11 @@ def insert_data_jobs(
     ``on_conflict`` adds ON CONFLICT DO NOTHING, how a policy drops a job. It can be left out
     only where no unique index can refuse a row (a standard queue: no id is given, no throttle
     slot is set): speculative insertion costs a second WAL record and the unique indexes'
-    pre-checks per row, about a fifth of the statement's server time. ``traced`` adds
-    trace_context (fragments.written_extras()).
+    pre-checks per row, about a fifth of the statement's server time.
     """
     conflict = "ON CONFLICT DO NOTHING" if on_conflict else ""
-    extra_columns, extra_values = fragments.written_extras(traced=traced, upsert_by_key=False)
     insert = f"""
-    INSERT INTO {schema}.{table} ({", ".join(fragments.INSERT_COLUMNS + extra_columns)})
+    INSERT INTO {schema}.{table} ({", ".join(fragments.INSERT_COLUMNS)})
     SELECT
       gen_random_uuid(),
       q.name,
@@ -209,7 +204,7 @@ def insert_data_jobs(
       q.retry_delay_max,
       q.policy,
       q.dead_letter,
-      q.heartbeat_seconds{extra_values}
+      q.heartbeat_seconds
     FROM {schema}.queue q
     CROSS JOIN jsonb_array_elements(%(data)s::jsonb) WITH ORDINALITY AS j (data, position)
     WHERE q.name = %(name)s
@@ -476,7 +471,6 @@ def insert_job(
     *,
     on_conflict: bool,
     options: bool = True,
-    traced: bool = False,
     upsert_by_key: bool = False,
 ) -> str:
     """Insert one job: the statement behind send().
@@ -496,8 +490,7 @@ def insert_job(
     ``on_conflict`` adds ON CONFLICT DO NOTHING, how a policy or throttle slot drops a job. It is
     left out only when no unique index can refuse the row (a standard queue, no id given, no
     throttle slot): speculative insertion writes an extra WAL record per row, a real share of a
-    single send's cost. ``traced`` and ``upsert_by_key`` add the columns of
-    fragments.written_extras().
+    single send's cost. ``upsert_by_key`` adds the column of fragments.written_extras().
     """
 
     def option(key: str, cast: str, default: str) -> str:
@@ -518,7 +511,7 @@ def insert_job(
         )
     else:
         start_after, sources, singleton_on = f"{schema}.job_now()", "", "NULL"
-    extra_columns, extra_values = fragments.written_extras(traced=traced, upsert_by_key=upsert_by_key)
+    extra_columns, extra_values = fragments.written_extras(upsert_by_key=upsert_by_key)
     return f"""
     INSERT INTO {schema}.{table} ({", ".join(fragments.INSERT_COLUMNS + extra_columns)})
     SELECT
