@@ -6,7 +6,7 @@ import datetime as dt
 import threading
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import OperationalError, connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from django_pgboss import (
@@ -352,4 +352,107 @@ def test_eight_racing_upserts_never_leave_two_waiting_jobs(policy):
     assert sum(result.updated for result in results) == 7 * rounds
     counts = rows("SELECT singleton_key, count(*) FROM {s}.job WHERE name = 'race' GROUP BY 1 ORDER BY 1")
     assert counts == [(f"k{round_}", 1) for round_ in range(rounds)]
+    connection.close()
+
+
+# -- upsert by key: pg-boss 12.38's job_i13 ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_upsert_marks_the_job_it_inserts_and_send_does_not(policy):
+    boss.create_queue("marks", policy=policy)
+    upserted = boss.upsert("marks", {"n": 1}, singleton_key="u").jobs[0]
+    sent = boss.send("marks", {"n": 2}, singleton_key="s")
+    assert job_row(upserted, "upsert_by_key") == (True,)
+    assert job_row(sent, "upsert_by_key") == (None,)
+
+
+def test_a_resumed_upserted_job_waits_beside_a_newer_upsert_of_its_key(queue):
+    (first,) = boss.upsert(queue, {"n": 1}, singleton_key="k").jobs
+    boss.cancel(queue, first)
+    (second,) = boss.upsert(queue, {"n": 2}, singleton_key="k").jobs
+    assert second != first
+    # Resumed, the first job is created again: without losing its mark it would collide with the
+    # second in job_i13 and the resume would fail.
+    boss.resume(queue, first)
+    assert job_row(first, "state", "upsert_by_key") == ("created", None)
+    assert job_row(second, "state", "upsert_by_key") == ("created", True)
+
+
+def hold_upsert_lock(name: str, key: str, held: threading.Event, release: threading.Event) -> None:
+    """Hold, on a connection of its own, the advisory lock upsert() takes for (name, key) while
+    job_i13 is not built yet, until ``release`` is set."""
+    from django_pgboss.db.context import DatabaseContext
+    from django_pgboss.plans.editing import upsert_lock
+
+    context = DatabaseContext()
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(upsert_lock(), {"lock_key": context.lock_key(f"upsert:{name}:{key}")})
+            held.set()
+            release.wait(timeout=60)
+    finally:
+        connections.close_all()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("index_built", [True, False], ids=["job_i13", "no-job_i13"])
+def test_upsert_waits_on_the_python_only_lock_only_while_job_i13_is_missing(index_built):
+    name = f"upsert-lock-{index_built}"
+    boss.create_queue(name, partition=True)
+    if not index_built:
+        (table,) = rows("SELECT table_name FROM {s}.queue WHERE name = %s", [name])[0]
+        rows(f"DROP INDEX {{s}}.{table}_i13")
+    held, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=hold_upsert_lock, args=(name, "k", held, release))
+    holder.start()
+    try:
+        assert held.wait(timeout=30)
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '1s'")
+        if index_built:
+            assert boss.upsert(name, {"n": 1}, singleton_key="k").inserted == 1
+        else:
+            with pytest.raises(OperationalError, match="lock timeout"):
+                boss.upsert(name, {"n": 1}, singleton_key="k")
+    finally:
+        release.set()
+        holder.join(timeout=60)
+        connection.close()
+    boss.delete_queue(name)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_upserts_leave_one_job_while_job_i13_is_still_being_built():
+    # An upgraded schema builds job_i13 through bam after the migration; until then the table has
+    # no such index. A partitioned queue's own table stands in for it here, its index dropped.
+    name = "upsert-build-window"
+    boss.create_queue(name, partition=True)
+    (table,) = rows("SELECT table_name FROM {s}.queue WHERE name = %s", [name])[0]
+    rows(f"DROP INDEX {{s}}.{table}_i13")
+    results: list[UpsertResult] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def racer(slot: int) -> None:
+        try:
+            start.wait(timeout=30)
+            results.append(boss.upsert(name, {"slot": slot}, singleton_key="k"))
+        except BaseException as exc:  # reported to the test thread below
+            errors.append(exc)
+            start.abort()
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=racer, args=(slot,)) for slot in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    assert sorted(result.inserted for result in results) == [0] * 7 + [1]
+    ((job_id, _, _),) = waiting(name, "k")
+    # Marked as pg-boss marks it, so the index bam builds holds it from the start.
+    assert job_row(job_id, "upsert_by_key") == (True,)
+    boss.delete_queue(name)
     connection.close()

@@ -7,9 +7,10 @@ PGBOSS_NODE_DIR. They commit for real (pg-boss connects on its own), hence trans
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
-from django.db import connection
+from django.db import connection, connections, transaction
 
 from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
@@ -275,3 +276,88 @@ def test_upsert_from_django_and_from_pg_boss_insert_then_edit_alike(run_pgboss):
     assert python_row == node_row
     assert node_view(run_pgboss, py.jobs[0]) == node_view(run_pgboss, node["jobs"][0])
     assert node_view(run_pgboss, py.jobs[0])["data"] == {"u": 2}
+    # Both marked by key (12.38's upsert_by_key), so job_i13 holds each to one waiting job.
+    assert rows_marked(py.jobs[0], node["jobs"][0]) == [True, True]
+
+
+def rows_marked(*ids: str) -> list[bool | None]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT upsert_by_key FROM {quote_identifier(pgboss_settings.SCHEMA)}.job "
+            "WHERE id = ANY(%s::uuid[]) ORDER BY singleton_key",
+            [list(ids)],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.mark.parametrize("policy", ["standard", "key_strict_fifo", "short"])
+def test_pg_boss_upserting_a_key_django_is_upserting_edits_django_s_job(run_pgboss, policy):
+    """The race, made certain: Django's upsert inserted the key's job and has not committed when
+    pg-boss 12.38.0 upserts the key. pg-boss finds nothing to edit, its insert waits on job_i13 for
+    Django's commit, conflicts, and edits Django's job: one waiting job, as two Node upserts."""
+    boss.create_queue("race", policy=policy)
+    node_result: list[dict] = []
+    node_errors: list[BaseException] = []
+
+    def node_upsert() -> None:
+        try:
+            node_result.extend(
+                run_pgboss(
+                    "upsert",
+                    pgboss_settings.SCHEMA,
+                    "race",
+                    json.dumps([{"data": {"by": "node"}, "options": {"singletonKey": "k"}}]),
+                )["results"]
+            )
+        except BaseException as exc:  # reported to the test thread below
+            node_errors.append(exc)
+
+    node = threading.Thread(target=node_upsert)
+    with transaction.atomic():
+        py = boss.upsert("race", {"by": "django"}, singleton_key="k")
+        node.start()
+        # pg-boss needs a second or so to start; then it waits on this transaction's index entry.
+        node.join(timeout=6)
+        assert node.is_alive(), node_errors or node_result
+    node.join(timeout=60)
+    assert node_errors == []
+    assert py.inserted == 1
+    assert node_result == [{"jobs": py.jobs, "updated": 1, "inserted": 0}]
+    waiting_jobs = boss.find_jobs("race", key="k", queued=True)
+    assert [(job.id, job.data) for job in waiting_jobs] == [(py.jobs[0], {"by": "node"})]
+
+
+def test_django_and_pg_boss_racing_upserts_of_many_keys_leave_one_job_each(run_pgboss):
+    boss.create_queue("race")
+    keys = [f"k{n}" for n in range(40)]
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def django_upserts() -> None:
+        try:
+            while not done.is_set():
+                for key in keys:
+                    boss.upsert("race", {"by": "django"}, singleton_key=key)
+        except BaseException as exc:  # reported to the test thread below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=django_upserts) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        requests = [{"data": {"by": "node"}, "options": {"singletonKey": key}} for key in keys * 3]
+        results = run_pgboss("upsert", pgboss_settings.SCHEMA, "race", json.dumps(requests))["results"]
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert errors == []
+    assert all(result["updated"] + result["inserted"] == 1 for result in results)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT singleton_key, count(*) FROM {quote_identifier(pgboss_settings.SCHEMA)}.job "
+            "WHERE name = 'race' GROUP BY 1 ORDER BY 1"
+        )
+        assert cursor.fetchall() == sorted((key, 1) for key in keys)

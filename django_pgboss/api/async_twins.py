@@ -62,9 +62,15 @@ class AsyncTwins:
         """Async :meth:`Boss.get_queue`: The queue's settings, cached counts and throughput window, or None when it does not exist."""
         return await _twin(self, "get_queue")(name)
 
-    async def aget_queues(self, names: Iterable[str] | None = None) -> list[QueueInfo]:
-        """Async :meth:`Boss.get_queues`: Every queue (or those named), in name order."""
-        return await _twin(self, "get_queues")(names)
+    async def aget_queues(
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> list[QueueInfo]:
+        """Async :meth:`Boss.get_queues`: The queues (or those named), in name order: a page of at most ``limit`` (None: 1,000; at most 100,000), after the queue name ``after`` (the previous page's last). A page shorter than ``limit`` is the last."""
+        return await _twin(self, "get_queues")(names, limit=limit, after=after)
 
     async def afetch(
         self,
@@ -137,10 +143,19 @@ class AsyncTwins:
         key: str | None = None,
         data: Any = None,
         queued: bool = False,
-        limit: int = 100,
+        limit: int | None = None,
+        after: str | uuid.UUID | Job | None = None,
     ) -> list[Job]:
-        """Async :meth:`Boss.find_jobs`: Jobs of a queue, oldest first, filtered by id, singleton key, data (JSON containment: ``data={"customer": 7}`` matches jobs whose data holds that pair) and ``queued`` (waiting to run). At most ``limit`` jobs."""
-        return await _twin(self, "find_jobs")(name, id=id, key=key, data=data, queued=queued, limit=limit)
+        """Async :meth:`Boss.find_jobs`: Jobs of a queue, oldest first, filtered by id, singleton key, data (JSON containment: ``data={"customer": 7}`` matches jobs whose data holds that pair) and ``queued`` (waiting to run). A page of at most ``limit`` (None: 1,000; at most 100,000) after the job ``after`` (the previous page's last, or its id); a short page is the last."""
+        return await _twin(self, "find_jobs")(
+            name,
+            id=id,
+            key=key,
+            data=data,
+            queued=queued,
+            limit=limit,
+            after=after,
+        )
 
     async def asupervise(
         self,
@@ -230,9 +245,16 @@ class AsyncTwins:
         """Async :meth:`Boss.unschedule`: Remove the schedule (name, key)."""
         return await _twin(self, "unschedule")(name, key)
 
-    async def aget_schedules(self, name: str | None = None, key: str | None = None) -> list[Schedule]:
-        """Async :meth:`Boss.get_schedules`: Every schedule, the queue's, or (with ``key``) the queue's one of that key, in name and key order. A ``key`` without a ``name`` is ignored, as pg-boss ignores it: every schedule."""
-        return await _twin(self, "get_schedules")(name, key)
+    async def aget_schedules(
+        self,
+        name: str | None = None,
+        key: str | None = None,
+        *,
+        limit: int | None = None,
+        after: Schedule | None = None,
+    ) -> list[Schedule]:
+        """Async :meth:`Boss.get_schedules`: Every schedule, the queue's, or (with ``key``) the queue's one of that key, in name and key order. A ``key`` without a ``name`` is ignored, as pg-boss ignores it: every schedule. A page of at most ``limit`` (None: 1,000; at most 100,000) after the Schedule ``after`` (the previous page's last); a short page is the last."""
+        return await _twin(self, "get_schedules")(name, key, limit=limit, after=after)
 
     async def aget_schedule(self, name: str, key: str = "") -> Schedule | None:
         """Async :meth:`Boss.get_schedule`: The schedule (name, key), or None."""
@@ -345,21 +367,41 @@ class AsyncTwins:
         """Async :meth:`Boss.delete_all_jobs`: Delete every job of the queue, active ones too, or of every queue when ``name`` is None."""
         return await _twin(self, "delete_all_jobs")(name, batch_size=batch_size)
 
-    async def aget_blocked_keys(self, name: str) -> list[str]:
-        """Async :meth:`Boss.get_blocked_keys`: The keys of a key_strict_fifo queue held up by a failed job, in key order."""
-        return await _twin(self, "get_blocked_keys")(name)
+    async def aget_blocked_keys(
+        self,
+        name: str,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> list[str]:
+        """Async :meth:`Boss.get_blocked_keys`: The keys of a key_strict_fifo queue held up by a failed job, in key order: a page of at most ``limit`` (None: 1,000; at most 100,000) after the key ``after``."""
+        return await _twin(self, "get_blocked_keys")(name, limit=limit, after=after)
 
     async def aflow(self, jobs: Sequence[FlowJob | Mapping[str, Any]]) -> dict[str, str]:
         """Async :meth:`Boss.flow`: Insert a graph of jobs in which each job runs only once the jobs it depends on completed (pg-boss's flow()); returns each job's id by its ref."""
         return await _twin(self, "flow")(jobs)
 
-    async def aget_dependencies(self, name: str, job_id: str | uuid.UUID) -> list[DependencyRef]:
-        """Async :meth:`Boss.get_dependencies`: The jobs job (``name``, ``job_id``) depends on (its parents), as DependencyRef(name, id)."""
-        return await _twin(self, "get_dependencies")(name, job_id)
+    async def aget_dependencies(
+        self,
+        name: str,
+        job_id: str | uuid.UUID,
+        *,
+        limit: int | None = None,
+        after: DependencyRef | None = None,
+    ) -> list[DependencyRef]:
+        """Async :meth:`Boss.get_dependencies`: The jobs job (``name``, ``job_id``) depends on (its parents), as DependencyRef(name, id), in that order: a page of at most ``limit`` (None: 1,000) after the DependencyRef ``after``."""
+        return await _twin(self, "get_dependencies")(name, job_id, limit=limit, after=after)
 
-    async def aget_dependents(self, name: str, job_id: str | uuid.UUID) -> list[DependencyRef]:
-        """Async :meth:`Boss.get_dependents`: The jobs that depend on job (``name``, ``job_id``) (its children), as DependencyRef(name, id)."""
-        return await _twin(self, "get_dependents")(name, job_id)
+    async def aget_dependents(
+        self,
+        name: str,
+        job_id: str | uuid.UUID,
+        *,
+        limit: int | None = None,
+        after: DependencyRef | None = None,
+    ) -> list[DependencyRef]:
+        """Async :meth:`Boss.get_dependents`: The jobs that depend on job (``name``, ``job_id``) (its children), paged as get_dependencies()."""
+        return await _twin(self, "get_dependents")(name, job_id, limit=limit, after=after)
 
     async def aget_parent_outputs(self, name: str, job_id: str | uuid.UUID) -> dict[DependencyRef, Any]:
         """Async :meth:`Boss.get_parent_outputs`: The outputs of the job's completed parents, by DependencyRef: what a flow job's handler reads its inputs from (``boss.get_parent_outputs(job.name, job.id)``). A parent deleted since (retention, delete_after_seconds) is left out."""
@@ -415,6 +457,7 @@ class AsyncTwins:
         data: Mapping[str, Any] | None = None,
         created_before: dt.datetime | dt.date | str | None = None,
         ids: str | uuid.UUID | Job | Sequence[str | uuid.UUID | Job] | None = None,
+        limit: int | None = None,
     ) -> RedrivePreview:
         """Async :meth:`Boss.preview_redrive`: What redrive() with the same filter would find, without changing anything."""
         return await _twin(self, "preview_redrive")(
@@ -424,6 +467,7 @@ class AsyncTwins:
             data=data,
             created_before=created_before,
             ids=ids,
+            limit=limit,
         )
 
     async def aget_lineage(self, job_id: str | uuid.UUID | Job, *, name: str | None = None) -> list[Job]:

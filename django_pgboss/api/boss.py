@@ -127,9 +127,13 @@ class Boss(AsyncTwins):
         """The queue's settings, cached counts and throughput window, or None when it does not exist."""
         return self._queues.get_queue(name)
 
-    def get_queues(self, names: Iterable[str] | None = None) -> list[QueueInfo]:
-        """Every queue (or those named), in name order."""
-        return self._queues.get_queues(names)
+    def get_queues(
+        self, names: Iterable[str] | None = None, *, limit: int | None = None, after: str | None = None
+    ) -> list[QueueInfo]:
+        """The queues (or those named), in name order: a page of at most ``limit`` (None: 1,000; at
+        most 100,000), after the queue name ``after`` (the previous page's last). A page shorter
+        than ``limit`` is the last."""
+        return self._queues.get_queues(names, limit=limit, after=after)
 
     # -- fetching ------------------------------------------------------------------------------
 
@@ -223,12 +227,14 @@ class Boss(AsyncTwins):
         key: str | None = None,
         data: Any = None,
         queued: bool = False,
-        limit: int = 100,
+        limit: int | None = None,
+        after: str | uuid.UUID | Job | None = None,
     ) -> list[Job]:
         """Jobs of a queue, oldest first, filtered by id, singleton key, data (JSON containment:
         ``data={"customer": 7}`` matches jobs whose data holds that pair) and ``queued`` (waiting
-        to run). At most ``limit`` jobs."""
-        return self._jobs.find_jobs(name, id=id, key=key, data=data, queued=queued, limit=limit)
+        to run). A page of at most ``limit`` (None: 1,000; at most 100,000) after the job
+        ``after`` (the previous page's last, or its id); a short page is the last."""
+        return self._jobs.find_jobs(name, id=id, key=key, data=data, queued=queued, limit=limit, after=after)
 
     # -- monitoring ----------------------------------------------------------------------------
 
@@ -370,10 +376,19 @@ class Boss(AsyncTwins):
         """Remove the schedule (name, key)."""
         self._schedules.unschedule(name, key)
 
-    def get_schedules(self, name: str | None = None, key: str | None = None) -> list[Schedule]:
+    def get_schedules(
+        self,
+        name: str | None = None,
+        key: str | None = None,
+        *,
+        limit: int | None = None,
+        after: Schedule | None = None,
+    ) -> list[Schedule]:
         """Every schedule, the queue's, or (with ``key``) the queue's one of that key, in name and
-        key order. A ``key`` without a ``name`` is ignored, as pg-boss ignores it: every schedule."""
-        return self._schedules.get_schedules(name, key)
+        key order. A ``key`` without a ``name`` is ignored, as pg-boss ignores it: every schedule.
+        A page of at most ``limit`` (None: 1,000; at most 100,000) after the Schedule ``after``
+        (the previous page's last); a short page is the last."""
+        return self._schedules.get_schedules(name, key, limit=limit, after=after)
 
     def get_schedule(self, name: str, key: str = "") -> Schedule | None:
         """The schedule (name, key), or None."""
@@ -507,13 +522,14 @@ class Boss(AsyncTwins):
         """
         return self._editor.delete_all_jobs(name, batch_size=batch_size)
 
-    def get_blocked_keys(self, name: str) -> list[str]:
-        """The keys of a key_strict_fifo queue held up by a failed job, in key order.
+    def get_blocked_keys(self, name: str, *, limit: int | None = None, after: str | None = None) -> list[str]:
+        """The keys of a key_strict_fifo queue held up by a failed job, in key order: a page of at
+        most ``limit`` (None: 1,000; at most 100,000) after the key ``after``.
 
         A failed job blocks its key's later jobs until it is retried or deleted. Raises
         WrongPolicy for a queue of another policy.
         """
-        return self._editor.get_blocked_keys(name)
+        return self._editor.get_blocked_keys(name, limit=limit, after=after)
 
     # -- flows ---------------------------------------------------------------------------------
 
@@ -531,13 +547,29 @@ class Boss(AsyncTwins):
         """
         return self._flows.flow(jobs)
 
-    def get_dependencies(self, name: str, job_id: str | uuid.UUID) -> list[DependencyRef]:
-        """The jobs job (``name``, ``job_id``) depends on (its parents), as DependencyRef(name, id)."""
-        return self._flows.get_dependencies(name, job_id)
+    def get_dependencies(
+        self,
+        name: str,
+        job_id: str | uuid.UUID,
+        *,
+        limit: int | None = None,
+        after: DependencyRef | None = None,
+    ) -> list[DependencyRef]:
+        """The jobs job (``name``, ``job_id``) depends on (its parents), as DependencyRef(name, id),
+        in that order: a page of at most ``limit`` (None: 1,000) after the DependencyRef ``after``."""
+        return self._flows.get_dependencies(name, job_id, limit=limit, after=after)
 
-    def get_dependents(self, name: str, job_id: str | uuid.UUID) -> list[DependencyRef]:
-        """The jobs that depend on job (``name``, ``job_id``) (its children), as DependencyRef(name, id)."""
-        return self._flows.get_dependents(name, job_id)
+    def get_dependents(
+        self,
+        name: str,
+        job_id: str | uuid.UUID,
+        *,
+        limit: int | None = None,
+        after: DependencyRef | None = None,
+    ) -> list[DependencyRef]:
+        """The jobs that depend on job (``name``, ``job_id``) (its children), paged as
+        get_dependencies()."""
+        return self._flows.get_dependents(name, job_id, limit=limit, after=after)
 
     def get_parent_outputs(self, name: str, job_id: str | uuid.UUID) -> dict[DependencyRef, Any]:
         """The outputs of the job's completed parents, by DependencyRef: what a flow job's handler
@@ -605,12 +637,14 @@ class Boss(AsyncTwins):
         data: Mapping[str, Any] | None = None,
         created_before: dt.datetime | dt.date | str | None = None,
         ids: str | uuid.UUID | Job | Sequence[str | uuid.UUID | Job] | None = None,
+        limit: int | None = None,
     ) -> RedrivePreview:
         """What redrive() with the same filter would find, without changing anything.
 
-        Counts every matching job (a preview has no limit): per destination queue, and those with
-        nowhere to go (unroutable). It cannot foresee conflicts: whether the destination's policy
-        accepts a job is known only when it is re-created.
+        Counts the matching jobs per destination queue, and those with nowhere to go
+        (unroutable), reading at most ``limit`` of each kind (None: 1,000; at most 100,000). It
+        cannot foresee conflicts: whether the destination's policy accepts a job is known only
+        when it is re-created.
         """
         return self._dead_letters.preview_redrive(
             dlq_name,
@@ -619,6 +653,7 @@ class Boss(AsyncTwins):
             data=data,
             created_before=created_before,
             ids=ids,
+            limit=limit,
         )
 
     def get_lineage(self, job_id: str | uuid.UUID | Job, *, name: str | None = None) -> list[Job]:

@@ -121,9 +121,12 @@ class DeadLetters:
         data: Mapping[str, Any] | None = None,
         created_before: dt.datetime | dt.date | str | None = None,
         ids: str | uuid.UUID | Job | Sequence[str | uuid.UUID | Job] | None = None,
+        limit: int | None = None,
     ) -> RedrivePreview:
         """See Boss.preview_redrive()."""
+        page = arguments.page_limit("preview_redrive()", limit)
         params = self._redrive_params(dlq_name, destination, source_name, data, created_before, ids)
+        params["limit"] = page
         table = self._dead_letter_table(dlq_name, destination)
         with self.context.cursor() as cursor:
             cursor.execute(redrive_plans.preview_redrive(self.context.quoted_schema, table), params)

@@ -11,7 +11,7 @@ from typing import Any
 
 from django_pgboss.api.queues import reduce_retained, require_dead_letter
 from django_pgboss.api.sending import JobSender
-from django_pgboss.arguments import edit_options, edit_target, integer
+from django_pgboss.arguments import edit_options, edit_target, integer, page_after, page_limit
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.constants import UNSET, QueuePolicy
 from django_pgboss.db.context import DatabaseContext
@@ -22,12 +22,10 @@ from django_pgboss.plans import queues as queue_plans
 from django_pgboss.records import UpdateResult, UpsertResult
 from django_pgboss.wire import to_json
 
-#: Policies whose unique indexes allow two waiting jobs of one key (standard: none at all;
-#: singleton: only one *active* job per key; key_strict_fifo: any number created behind its
-#: head). There two upserts racing for a key would both find nothing to edit and both insert, so
-#: upsert() serialises them on an advisory lock. short (job_i1), stately (job_i3) and exclusive
-#: (job_i6) refuse a second created job of a key, and the loser edits the winner's job instead.
-UNGUARDED_POLICIES = frozenset({QueuePolicy.STANDARD, QueuePolicy.SINGLETON, QueuePolicy.KEY_STRICT_FIFO})
+#: The job tables, by (alias, schema, table), on which job_i13 was found valid. An index once valid
+#: stays so (only a rollback below schema 45 drops it, and that drops upsert_by_key too), so each
+#: process asks the catalog once per table, not once per upsert.
+_UPSERT_INDEX_READY: set[tuple[str, str, str]] = set()
 #: Rows each purge statement deletes. bench/purge.py on a million jobs: the longest row lock grows
 #: with the batch (124 ms at 1,000, 418 ms at 5,000, 1.45 s at 20,000) while the purge's total
 #: time stays the same (its cost is per row), so the smallest batch that costs nothing extra.
@@ -91,9 +89,11 @@ class JobEditor:
             if values.get("dead_letter") is not None:
                 with context.cursor() as cursor:
                     require_dead_letter(context, cursor, values["dead_letter"])
-            if route.policy in UNGUARDED_POLICIES:
-                # Held until the transaction ends: the next upsert of this key starts after this
-                # one's job is committed (or rolled back) and so sees it.
+            if not self._upsert_index_ready(route.table):
+                # job_i13 is still being built on this table (bam, after an upgrade from schema
+                # 44): pg-boss 12.38 upserts unguarded then, and so do Node's upserts here, but two
+                # of ours racing for a key are kept apart as before schema 45, on a lock held until
+                # the transaction ends (the next upsert of the key then sees this one's job).
                 with context.cursor() as cursor:
                     cursor.execute(
                         edit_plans.upsert_lock(), {"lock_key": context.lock_key(f"upsert:{name}:{key}")}
@@ -102,15 +102,34 @@ class JobEditor:
             if ids:
                 return UpsertResult(jobs=ids, updated=len(ids), inserted=0)
             send_options = {option: value for option, value in options.items() if value is not None}
-            job_id = self.sender.send(
+            # Marked upsert_by_key, as pg-boss 12.38 inserts it: job_i13 allows one created job so
+            # marked per key, whatever the policy. Two upserts that both found nothing to edit
+            # both insert; the second waits on the first's index entry until it commits, then
+            # conflicts (ON CONFLICT DO NOTHING writes nothing) and edits the first's job below,
+            # which its new statement snapshot sees. Node's upserts take the same path, so no
+            # lock is needed between the languages (or between ours).
+            job_id = self.sender.send_upserted(
                 name, None if data is UNSET else data, singleton_key=key, **send_options
             )
             if job_id is not None:
                 return UpsertResult(jobs=[job_id], updated=0, inserted=1)
-            # The policy index refused the insert: a concurrent send or upsert of the key won, and
-            # its job is visible now (the insert waited for it to commit). Edit that one.
+            # job_i13 or the policy index refused the insert: a concurrent send or upsert of the key
+            # won, and its job is visible now (the insert waited for it to commit). Edit that one.
             ids = self._edit(name, by, key, match, data_json, values)
             return UpsertResult(jobs=ids, updated=len(ids), inserted=0)
+
+    def _upsert_index_ready(self, table: str) -> bool:
+        """Whether job_i13 is valid on ``table`` (quoted), read once per table and process."""
+        context = self.context
+        cache_key = (context.using, context.schema, table)
+        if cache_key in _UPSERT_INDEX_READY:
+            return True
+        with context.cursor() as cursor:
+            cursor.execute(edit_plans.upsert_index_ready(), {"table": f"{context.quoted_schema}.{table}"})
+            ready = bool(cursor.fetchone()[0])
+        if ready:
+            _UPSERT_INDEX_READY.add(cache_key)
+        return ready
 
     def _edit(
         self, name: str, by: str, target: Any, match: str, data_json: Any, values: dict[str, Any]
@@ -200,9 +219,14 @@ class JobEditor:
 
     # -- blocked keys --------------------------------------------------------------------------
 
-    def get_blocked_keys(self, name: str) -> list[str]:
+    def get_blocked_keys(self, name: str, *, limit: int | None = None, after: str | None = None) -> list[str]:
         """See Boss.get_blocked_keys()."""
         validate_queue_name(name)
+        params = {
+            "name": name,
+            "limit": page_limit("get_blocked_keys()", limit),
+            "after": page_after("get_blocked_keys()", after),
+        }
         context = self.context
         route = context.route(name)
         if route.policy != QueuePolicy.KEY_STRICT_FIFO:
@@ -210,5 +234,7 @@ class JobEditor:
                 f"get_blocked_keys() is only for key_strict_fifo queues; queue {name!r} is {route.policy}"
             )
         with context.cursor() as cursor:
-            cursor.execute(edit_plans.blocked_keys(context.quoted_schema, route.table), {"name": name})
+            cursor.execute(
+                edit_plans.blocked_keys(context.quoted_schema, route.table, after=after is not None), params
+            )
             return [row[0] for row in cursor.fetchall()]

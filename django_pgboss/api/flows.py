@@ -20,7 +20,7 @@ from django.db import DatabaseError, transaction
 
 from django_pgboss import signals
 from django_pgboss.api.queues import require_dead_letter
-from django_pgboss.arguments import integer, job_payload, uuid_text
+from django_pgboss.arguments import integer, job_payload, page_after_row, page_limit, uuid_text
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.constants import QueuePolicy
 from django_pgboss.db.context import DatabaseContext, sqlstate
@@ -345,19 +345,33 @@ class FlowStore:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def _edges(self, plan: str, name: str, job_id: Any) -> list[DependencyRef]:
-        params = {"name": validate_queue_name(name), "id": uuid_text(job_id, "id")}
+    def _edges(self, method: str, name: str, job_id: Any, limit: Any, after: Any) -> list[DependencyRef]:
+        params: dict[str, Any] = {"name": validate_queue_name(name), "id": uuid_text(job_id, "id")}
+        params["limit"] = page_limit(method, limit)
+        cursor_ref = page_after_row(method, after, ("name", "id"), "id")
+        if cursor_ref:
+            params["after_name"], params["after_id"] = cursor_ref
+        schema = self.context.quoted_schema
+        paged = bool(cursor_ref)
+        if method == "get_dependencies()":
+            plan = flow_plans.get_dependencies(schema, after=paged)
+        else:
+            plan = flow_plans.get_dependents(schema, after=paged)
         with self.context.cursor() as cursor:
             cursor.execute(plan, params)
             return [DependencyRef(row[0], str(row[1])) for row in cursor.fetchall()]
 
-    def get_dependencies(self, name: str, job_id: Any) -> list[DependencyRef]:
+    def get_dependencies(
+        self, name: str, job_id: Any, *, limit: int | None = None, after: DependencyRef | None = None
+    ) -> list[DependencyRef]:
         """See Boss.get_dependencies()."""
-        return self._edges(flow_plans.get_dependencies(self.context.quoted_schema), name, job_id)
+        return self._edges("get_dependencies()", name, job_id, limit, after)
 
-    def get_dependents(self, name: str, job_id: Any) -> list[DependencyRef]:
+    def get_dependents(
+        self, name: str, job_id: Any, *, limit: int | None = None, after: DependencyRef | None = None
+    ) -> list[DependencyRef]:
         """See Boss.get_dependents()."""
-        return self._edges(flow_plans.get_dependents(self.context.quoted_schema), name, job_id)
+        return self._edges("get_dependents()", name, job_id, limit, after)
 
     def related(self, name: str, job_id: Any, *, parents: bool, limit: int | None = None) -> list[RelatedJob]:
         """A job's parents (or children) with their states and outputs, the first ``limit`` of them

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
+import uuid
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
@@ -391,12 +392,13 @@ class JobStore:
         key: str | None = None,
         data: Any = None,
         queued: bool = False,
-        limit: int = 100,
+        limit: int | None = None,
+        after: str | uuid.UUID | Job | None = None,
     ) -> list[Job]:
         """See Boss.find_jobs()."""
         validate_queue_name(name)
-        arguments.limit("limit", limit)
-        params: dict[str, Any] = {"name": name, "limit": limit}
+        params: dict[str, Any] = {"name": name, "limit": arguments.page_limit("find_jobs()", limit)}
+        after_id = arguments.page_after("find_jobs()", after, uuid_cursor=True)
         if id is not None:
             (params["id"],), _ = attempt_references(id, "find_jobs")
         if key is not None:
@@ -404,14 +406,29 @@ class JobStore:
         if data is not None:
             params["data"] = arguments.data_filter(data)
         context = self.context
+        table = context.route(name).table
         sql = job_plans.find_jobs(
             context.quoted_schema,
-            context.route(name).table,
+            table,
             by_id=id is not None,
             by_key=key is not None,
             by_data=data is not None,
             queued=bool(queued),
+            after=after_id is not None,
         )
         with context.cursor() as cursor:
+            if after_id is not None:
+                # The job the page continues after is read first: one deleted since the previous
+                # page would otherwise end the list early without saying so (pg-boss 12.38 refuses
+                # it the same way).
+                cursor.execute(
+                    job_plans.find_jobs_anchor(context.quoted_schema, table), {"name": name, "id": after_id}
+                )
+                anchor = cursor.fetchone()
+                if anchor is None:
+                    raise InvalidOption(
+                        f"find_jobs(): after names job {after_id}, which queue {name!r} no longer holds"
+                    )
+                params["after_created_on"], params["after_id"] = anchor[0], after_id
             cursor.execute(sql, params)
             return jobs_from_cursor(cursor)

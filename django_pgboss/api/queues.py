@@ -146,15 +146,28 @@ class QueueStore:
         queues = self.get_queues([validate_queue_name(name)])
         return queues[0] if queues else None
 
-    def get_queues(self, names: Iterable[str] | None = None) -> list[QueueInfo]:
+    def get_queues(
+        self, names: Iterable[str] | None = None, *, limit: int | None = None, after: str | None = None
+    ) -> list[QueueInfo]:
         """See Boss.get_queues()."""
+        page = arguments.page_limit("get_queues()", limit)
+        cursor_name = arguments.page_after("get_queues()", after)
+        return self._read(names, page, cursor_name)
+
+    def all_queues(self, names: Iterable[str] | None = None) -> list[QueueInfo]:
+        """Every queue (or those named), in name order, however many: what the monitor reads."""
+        return self._read(names, None, None)
+
+    def _read(self, names: Iterable[str] | None, limit: int | None, after: str | None) -> list[QueueInfo]:
         schema = self.context.quoted_schema
+        params: dict[str, Any] = {"limit": limit, "after": after}
+        if names is not None:
+            params["names"] = [validate_queue_name(n) for n in ([names] if isinstance(names, str) else names)]
+        sql = queue_plans.get_queues(
+            schema, by_name=names is not None, paged=limit is not None, after=after is not None
+        )
         with self.context.cursor() as cursor:
-            if names is None:
-                cursor.execute(queue_plans.get_queues(schema, by_name=False))
-            else:
-                names = [validate_queue_name(n) for n in ([names] if isinstance(names, str) else names)]
-                cursor.execute(queue_plans.get_queues(schema, by_name=True), {"names": names})
+            cursor.execute(sql, params)
             return [_queue_info(row) for row in cursor.fetchall()]
 
     def get_queue_stats(

@@ -126,23 +126,47 @@ class ScheduleStore:
                 schedule_plans.delete_schedule(self.context.quoted_schema), {"name": name, "key": key or ""}
             )
 
-    def get_schedules(self, name: str | None = None, key: str | None = None) -> list[Schedule]:
+    def get_schedules(
+        self,
+        name: str | None = None,
+        key: str | None = None,
+        *,
+        limit: int | None = None,
+        after: Schedule | None = None,
+    ) -> list[Schedule]:
         """See Boss.get_schedules()."""
+        page = arguments.page_limit("get_schedules()", limit)
+        cursor_row = arguments.page_after_row("get_schedules()", after, ("name", "key"))
+        return self._read(name, key, page, cursor_row)
+
+    def all_schedules(self) -> list[Schedule]:
+        """Every schedule, however many: what the cron pass reads."""
+        return self._read(None, None, None, ())
+
+    def _read(
+        self, name: str | None, key: str | None, limit: int | None, after: tuple[str, ...]
+    ) -> list[Schedule]:
         schema = self.context.quoted_schema
         if key is not None and not isinstance(key, str):
             raise InvalidOption(f"key must be a string, not {key!r}")
+        params: dict[str, Any] = {"limit": limit}
+        if after:
+            params["after_name"], params["after_key"] = after
+        if name is not None:
+            params["name"] = validate_queue_name(name)
+        # A name with a key reads one schedule: no page, as pg-boss reads it.
+        one = name is not None and key is not None
+        if one:
+            params["key"] = key
+        sql = schedule_plans.get_schedules(
+            schema,
+            by_name=name is not None,
+            by_key=one,
+            paged=limit is not None and not one,
+            after=bool(after) and not one,
+        )
         with self.context.cursor() as cursor:
-            if name is None:
-                cursor.execute(schedule_plans.get_schedules(schema))
-            elif key is None:
-                cursor.execute(
-                    schedule_plans.get_schedules(schema, by_name=True), {"name": validate_queue_name(name)}
-                )
-            else:
-                cursor.execute(
-                    schedule_plans.get_schedules(schema, by_name=True, by_key=True),
-                    {"name": validate_queue_name(name), "key": key},
-                )
+            cursor.execute(sql, params)
             rows = cursor.fetchall()
         schedules = []
         for row in rows:
@@ -155,7 +179,7 @@ class ScheduleStore:
 
     def get_schedule(self, name: str, key: str = "") -> Schedule | None:
         """See Boss.get_schedule()."""
-        found = self.get_schedules(name, key or "")
+        found = self._read(name, key or "", None, ())
         return found[0] if found else None
 
     def preview_schedule(

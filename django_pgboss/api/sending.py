@@ -36,6 +36,14 @@ class JobSender:
 
     def send(self, name: str, data: Any = None, **options: Any) -> str | None:
         """See Boss.send()."""
+        return self._send(name, data, options, upsert_by_key=False)
+
+    def send_upserted(self, name: str, data: Any, **options: Any) -> str | None:
+        """Send the job an upsert() found missing: send() with the job marked upsert_by_key, so that
+        job_i13 holds it to the one waiting job of its key (see api/editing.py)."""
+        return self._send(name, data, options, upsert_by_key=True)
+
+    def _send(self, name: str, data: Any, options: dict[str, Any], *, upsert_by_key: bool) -> str | None:
         validate_queue_name(name)
         job = job_payload(data, options)
         context = self.context
@@ -45,8 +53,8 @@ class JobSender:
         if job.get("dead_letter") is not None:
             with context.cursor() as cursor:
                 require_dead_letter(context, cursor, job["dead_letter"])
-        with tracing.send_span(name) as span:
-            job_id = self._insert(name, [job], returning=True)
+        with tracing.send_span(name, "upsert" if upsert_by_key else "send") as span:
+            job_id = self._insert(name, [job], returning=True, upsert_by_key=upsert_by_key)
             if not job_id and options.get("singleton_next_slot"):
                 # The current slot is taken: a debounced job goes into the next one, starting
                 # when it opens.
@@ -56,7 +64,7 @@ class JobSender:
                     )
                     delay = cursor.fetchone()[0]
                 job = {**job, "start_after": f"{delay} seconds", "singleton_offset": job["singleton_seconds"]}
-                job_id = self._insert(name, [job], returning=True)
+                job_id = self._insert(name, [job], returning=True, upsert_by_key=upsert_by_key)
             tracing.sent(span, job_id, name)
         return job_id[0] if job_id else None
 
@@ -140,7 +148,13 @@ class JobSender:
             return cursor.rowcount
 
     def _insert(
-        self, name: str, payload: list[dict[str, Any]], *, returning: bool, data_array: str | None = None
+        self,
+        name: str,
+        payload: list[dict[str, Any]],
+        *,
+        returning: bool,
+        data_array: str | None = None,
+        upsert_by_key: bool = False,
     ) -> list[str]:
         """Insert jobs into the queue's table; returns their ids when ``returning``.
 
@@ -158,6 +172,9 @@ class JobSender:
         is dropped and, outside the caller's transaction, the insert is tried once more. An
         insert that wrote nothing is checked against the queue row, so a queue deleted under us
         raises QueueNotFound instead of passing for a job the policy dropped.
+
+        ``upsert_by_key`` marks the jobs as upsert() inserted by key (only upsert() asks, with one
+        job, inside its transaction, so always with ON CONFLICT: job_i13 refuses the second).
         """
         context = self.context
         schema = context.quoted_schema
@@ -191,7 +208,11 @@ class JobSender:
                 )
                 params = single_job_params(name, job)
                 sql = job_plans.insert_job(
-                    schema, route.table, on_conflict=on_conflict, options=params["options"] is not None
+                    schema,
+                    route.table,
+                    on_conflict=on_conflict,
+                    options=params["options"] is not None,
+                    upsert_by_key=upsert_by_key,
                 )
                 stale = STALE_TABLE_SQLSTATES if on_conflict else STALE_TABLE_SQLSTATES | {"23505"}
                 known_id = params["id"]
@@ -200,7 +221,9 @@ class JobSender:
                 params = {"jobs": encode_jobs(payload), "name": name}
                 if route.notify:
                     params["schema_key"] = schema_key(context.schema)
-                sql = job_plans.insert_jobs(schema, route.table, returning=returning, notify=route.notify)
+                sql = job_plans.insert_jobs(
+                    schema, route.table, returning=returning, notify=route.notify, upsert_by_key=upsert_by_key
+                )
                 stale = STALE_TABLE_SQLSTATES
                 fetch_ids = returning or route.notify
             try:

@@ -104,7 +104,7 @@ class Monitor:
         """Raise QueueNotFound naming every queue of ``queues`` that does not exist."""
         if not self.queues:
             return
-        existing = {q.name for q in QueueStore(self.context).get_queues(self.queues)}
+        existing = {q.name for q in QueueStore(self.context).all_queues(self.queues)}
         missing = sorted(set(self.queues) - existing)
         if missing:
             raise QueueNotFound(

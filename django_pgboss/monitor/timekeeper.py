@@ -138,7 +138,7 @@ class Timekeeper:
         still_broken: set[_RowKey] = set()
         jobs = []
         relabelled = []
-        for item in self._schedules.get_schedules():
+        for item in self._schedules.all_schedules():
             row = (item.name, item.key, item.cron, item.timezone, item.created_on)
 
             def complain(message: str, row: _RowKey = row, item: Schedule = item) -> None:

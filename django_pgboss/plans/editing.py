@@ -157,17 +157,40 @@ def purge_batch(schema: str, table: str, *, which: str, first: bool) -> str:
     """
 
 
-def blocked_keys(schema: str, table: str) -> str:
-    """The keys of a key_strict_fifo queue that a failed job blocks, in key order. Parameter: name."""
+def blocked_keys(schema: str, table: str, *, after: bool = False) -> str:
+    """The keys of a key_strict_fifo queue that a failed job blocks, in key order, at most the
+    parameter limit. Parameters: name, limit, and with ``after`` after (the previous page's last key)."""
+    page = "AND singleton_key > %(after)s" if after else ""
     return f"""
     SELECT DISTINCT singleton_key FROM {schema}.{table}
-    WHERE name = %(name)s AND state = 'failed' AND policy = 'key_strict_fifo'
+    WHERE name = %(name)s AND state = 'failed' AND policy = 'key_strict_fifo' {page}
     ORDER BY singleton_key
+    LIMIT %(limit)s
+    """
+
+
+def upsert_index_ready() -> str:
+    """Whether job_i13 is built and valid on one job table. Parameter: table, the table's
+    qualified name as SQL spells it (read as a regclass).
+
+    A partition's copy of the index is named after the table (job_table_format turns job_i13 into
+    <table>_i13). On a schema upgraded from 44 with jobs in the table, the index is built by bam
+    after the migration (CREATE UNIQUE INDEX CONCURRENTLY), and until the build ends it is absent
+    or not yet valid: inserts may then not be checked against it.
+    """
+    return """
+    SELECT EXISTS (
+      SELECT 1 FROM pg_class t
+      JOIN pg_index i ON i.indrelid = t.oid
+      JOIN pg_class x ON x.oid = i.indexrelid
+      WHERE t.oid = %(table)s::regclass AND x.relname = t.relname || '_i13' AND i.indisvalid
+    )
     """
 
 
 def upsert_lock() -> str:
-    """Take a transaction-scoped advisory lock for one (queue, key) of an upsert.
+    """Take a transaction-scoped advisory lock for one (queue, key) of an upsert, while job_i13
+    is not yet valid on the queue's table (see upsert_index_ready()).
 
     Parameter: lock_key, the lock key text (DatabaseContext.lock_key of the queue and key). Derived the way
     pg-boss derives its own lock ids (queues.advisory_lock), so the space is shared with them;

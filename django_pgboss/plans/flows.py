@@ -34,21 +34,27 @@ def insert_dependencies(schema: str) -> str:
     """
 
 
-def get_dependencies(schema: str) -> str:
-    """A job's parents, as (name, id). Parameters: name, id."""
+def get_dependencies(schema: str, *, after: bool = False) -> str:
+    """A job's parents, as (name, id), in (name, id) order, at most the parameter limit.
+    Parameters: name, id, limit, and with ``after`` after_name and after_id (the previous page's
+    last DependencyRef), as pg-boss 12.38 pages them."""
+    page = "AND (parent_name, parent_id) > (%(after_name)s, %(after_id)s::uuid)" if after else ""
     return f"""
     SELECT parent_name, parent_id FROM {schema}.job_dependency
-    WHERE child_name = %(name)s AND child_id = %(id)s
+    WHERE child_name = %(name)s AND child_id = %(id)s {page}
     ORDER BY parent_name, parent_id
+    LIMIT %(limit)s
     """
 
 
-def get_dependents(schema: str) -> str:
-    """A job's children, as (name, id). Parameters: name, id."""
+def get_dependents(schema: str, *, after: bool = False) -> str:
+    """A job's children, as (name, id), paged as get_dependencies()."""
+    page = "AND (child_name, child_id) > (%(after_name)s, %(after_id)s::uuid)" if after else ""
     return f"""
     SELECT child_name, child_id FROM {schema}.job_dependency
-    WHERE parent_name = %(name)s AND parent_id = %(id)s
+    WHERE parent_name = %(name)s AND parent_id = %(id)s {page}
     ORDER BY child_name, child_id
+    LIMIT %(limit)s
     """
 
 

@@ -86,6 +86,19 @@ INSERT_COLUMNS = (
 )
 
 
+def written_extras(*, upsert_by_key: bool) -> tuple[tuple[str, ...], str]:
+    """The columns a send writes beyond INSERT_COLUMNS, and their values (text to follow the last
+    of INSERT_COLUMNS' values in a SELECT list), as pg-boss 12.38's insert writes them.
+
+    ``upsert_by_key``: true, the mark of a job upsert() inserted by its key, which job_i13 (unique
+    over (name, singleton_key) among such jobs while created) holds to one per key. Without it,
+    the common case, nothing: a send's statement is what it always was.
+    """
+    if upsert_by_key:
+        return ("upsert_by_key",), ",\n      true"
+    return (), ""
+
+
 def start_after(schema: str, text: str) -> str:
     """A job's start_after from pg-boss's startAfter text ``text`` (an expression): a timestamp
     (ISO, or ending in Z) is taken as it is, anything else as an interval from job_now(); none

@@ -66,6 +66,7 @@ def insert_jobs(
     notify: bool = False,
     slots: bool = False,
     flow: bool = False,
+    upsert_by_key: bool = False,
 ) -> str:
     """Insert a batch of jobs from a JSON array, in one statement.
 
@@ -92,6 +93,7 @@ def insert_jobs(
 
     With ``flow`` each job also carries its flow columns (blocked, blocking, pendingDependencies,
     absent meaning false/0), as pg-boss's flow() insert writes them; only api/flows.py asks for it.
+    ``upsert_by_key`` adds the column of fragments.written_extras().
     """
     slot = fragments.singleton_slot(schema, 'j."singletonSeconds"::float8', 'j."singletonOffset"::float8')
     if slots:
@@ -107,6 +109,8 @@ def insert_jobs(
       COALESCE(j.blocked, false),
       COALESCE(j.blocking, false),
       COALESCE(j."pendingDependencies", 0)"""
+    extra_columns, extra_values = fragments.written_extras(upsert_by_key=upsert_by_key)
+    columns += extra_columns
     insert = f"""
     INSERT INTO {schema}.{table} ({", ".join(columns)})
     SELECT
@@ -129,7 +133,7 @@ def insert_jobs(
       COALESCE(j."retryDelayMax", q.retry_delay_max),
       q.policy,
       COALESCE(j."deadLetter", q.dead_letter),
-      COALESCE(j."heartbeatSeconds", q.heartbeat_seconds){flow_values}
+      COALESCE(j."heartbeatSeconds", q.heartbeat_seconds){flow_values}{extra_values}
     FROM (
       SELECT x.*, {fragments.start_after(schema, 'x."startAfter"')} AS start_after
       FROM ROWS FROM (json_to_recordset(%(jobs)s::json) AS ({recordset}
@@ -424,11 +428,15 @@ def get_job(schema: str, table: str) -> str:
     return f"SELECT {', '.join(JOB_COLUMNS)} FROM {schema}.{table} WHERE name = %(name)s AND id = %(id)s"
 
 
-def find_jobs(schema: str, table: str, *, by_id: bool, by_key: bool, by_data: bool, queued: bool) -> str:
+def find_jobs(
+    schema: str, table: str, *, by_id: bool, by_key: bool, by_data: bool, queued: bool, after: bool = False
+) -> str:
     """Jobs of a queue matching the given filters, oldest first.
 
     Parameters: name, limit, and for the filters present id, key (the singleton key) and data
-    (JSON, matched by containment).
+    (JSON, matched by containment). With ``after``, the page after a job: after_created_on and
+    after_id, read first with find_jobs_anchor(), as pg-boss 12.38 pages it; the created_on bound
+    beside the row comparison is what lets the index scan start there.
     """
     conditions = ["name = %(name)s"]
     if by_id:
@@ -439,6 +447,9 @@ def find_jobs(schema: str, table: str, *, by_id: bool, by_key: bool, by_data: bo
         conditions.append("data @> %(data)s::jsonb")
     if queued:
         conditions.append("state < 'active'")
+    if after:
+        conditions.append("created_on >= %(after_created_on)s")
+        conditions.append("(created_on, id) > (%(after_created_on)s, %(after_id)s::uuid)")
     return f"""
     SELECT {", ".join(JOB_COLUMNS)} FROM {schema}.{table}
     WHERE {" AND ".join(conditions)}
@@ -447,8 +458,21 @@ def find_jobs(schema: str, table: str, *, by_id: bool, by_key: bool, by_data: bo
     """
 
 
+def find_jobs_anchor(schema: str, table: str) -> str:
+    """The created_on of the job a find_jobs() page continues after (no row once it was
+    deleted). Parameters: name, id."""
+    return f"SELECT created_on FROM {schema}.{table} WHERE name = %(name)s AND id = %(id)s::uuid"
+
+
 @functools.lru_cache(maxsize=256)
-def insert_job(schema: str, table: str, *, on_conflict: bool, options: bool = True) -> str:
+def insert_job(
+    schema: str,
+    table: str,
+    *,
+    on_conflict: bool,
+    options: bool = True,
+    upsert_by_key: bool = False,
+) -> str:
     """Insert one job: the statement behind send().
 
     The row insert_jobs() writes for one job, with typed parameters instead of a JSON recordset:
@@ -466,7 +490,7 @@ def insert_job(schema: str, table: str, *, on_conflict: bool, options: bool = Tr
     ``on_conflict`` adds ON CONFLICT DO NOTHING, how a policy or throttle slot drops a job. It is
     left out only when no unique index can refuse the row (a standard queue, no id given, no
     throttle slot): speculative insertion writes an extra WAL record per row, a real share of a
-    single send's cost.
+    single send's cost. ``upsert_by_key`` adds the column of fragments.written_extras().
     """
 
     def option(key: str, cast: str, default: str) -> str:
@@ -487,8 +511,9 @@ def insert_job(schema: str, table: str, *, on_conflict: bool, options: bool = Tr
         )
     else:
         start_after, sources, singleton_on = f"{schema}.job_now()", "", "NULL"
+    extra_columns, extra_values = fragments.written_extras(upsert_by_key=upsert_by_key)
     return f"""
-    INSERT INTO {schema}.{table} ({", ".join(fragments.INSERT_COLUMNS)})
+    INSERT INTO {schema}.{table} ({", ".join(fragments.INSERT_COLUMNS + extra_columns)})
     SELECT
       %(id)s::uuid,
       q.name,
@@ -509,7 +534,7 @@ def insert_job(schema: str, table: str, *, on_conflict: bool, options: bool = Tr
       {option("retryDelayMax", "int", "q.retry_delay_max")},
       q.policy,
       {option("deadLetter", "text", "q.dead_letter")},
-      {option("heartbeatSeconds", "int", "q.heartbeat_seconds")}
+      {option("heartbeatSeconds", "int", "q.heartbeat_seconds")}{extra_values}
     FROM {schema}.queue q{sources}
     WHERE q.name = %(name)s
     {conflict}

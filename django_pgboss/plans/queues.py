@@ -95,10 +95,21 @@ QUEUE_COLUMNS = (
 )
 
 
-def get_queues(schema: str, *, by_name: bool) -> str:
-    """Read queues, all of them or (by_name) those in the array parameter, in name order."""
-    where = "WHERE name = ANY(%(names)s::text[])" if by_name else ""
-    return f"SELECT {', '.join(QUEUE_COLUMNS)} FROM {schema}.queue {where} ORDER BY name"
+def get_queues(schema: str, *, by_name: bool, paged: bool = False, after: bool = False) -> str:
+    """Read queues, all of them or (by_name) those in the array parameter names, in name order.
+
+    ``paged``: at most the parameter limit (the public get_queues(); the monitor and the admin
+    read them all); ``after``: only the names after the parameter after, the previous page's last
+    name, as pg-boss 12.38 pages them.
+    """
+    conditions = []
+    if by_name:
+        conditions.append("name = ANY(%(names)s::text[])")
+    if after:
+        conditions.append("name > %(after)s")
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+    page = "LIMIT %(limit)s" if paged else ""
+    return f"SELECT {', '.join(QUEUE_COLUMNS)} FROM {schema}.queue {where} ORDER BY name {page}"
 
 
 def get_queue_routing(schema: str) -> str:

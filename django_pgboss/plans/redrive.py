@@ -71,16 +71,28 @@ def is_dead_letter_queue(schema: str, table: str) -> str:
 def preview_redrive(schema: str, table: str) -> str:
     """What redrive() with the same filter would find, without doing it.
 
-    Parameters: the filter (no limit). One row per destination: its name (NULL when the job has no
+    Parameters: the filter and limit. One row per destination: its name (NULL when the job has no
     source and no override), whether that queue exists, and how many jobs would go there. A job
     whose destination does not exist is unroutable: redrive leaves it where it is.
+
+    As pg-boss 12.38's previewRedrive, it reads at most ``limit`` jobs a redrive would move and at
+    most ``limit`` it would leave in place, so a preview costs the same however large the dead
+    letter queue has grown. Unordered: any ``limit`` of them say the same, and an ORDER BY would
+    sort every candidate to pick them.
     """
+    source = f"""FROM {schema}.{table} j
+      LEFT JOIN {schema}.queue q ON q.name = {_destination("j")}
+      WHERE {_candidate_filter(schema, table)}"""
     return f"""
-    SELECT {_destination("j")} AS destination, q.name IS NOT NULL AS routable, count(*)::int
-    FROM {schema}.{table} j
-    LEFT JOIN {schema}.queue q ON q.name = {_destination("j")}
-    WHERE {_candidate_filter(schema, table)}
-    GROUP BY 1, 2
+    WITH routable AS (
+      SELECT q.name AS destination {source} AND q.name IS NOT NULL LIMIT %(limit)s
+    ),
+    unroutable AS (
+      SELECT {_destination("j")} AS destination {source} AND q.name IS NULL LIMIT %(limit)s
+    )
+    SELECT destination, true, count(*)::int FROM routable GROUP BY 1
+    UNION ALL
+    SELECT NULL, false, count(*)::int FROM unroutable HAVING count(*) > 0
     """
 
 

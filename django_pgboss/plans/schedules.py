@@ -26,13 +26,25 @@ def delete_schedule(schema: str) -> str:
     return f"DELETE FROM {schema}.schedule WHERE name = %(name)s AND COALESCE(key, '') = %(key)s"
 
 
-def get_schedules(schema: str, *, by_name: bool = False, by_key: bool = False) -> str:
+def get_schedules(
+    schema: str, *, by_name: bool = False, by_key: bool = False, paged: bool = False, after: bool = False
+) -> str:
     """Schedules in name and key order: every one, one queue's (parameter: name), or one
-    (parameters: name, key; a NULL key, written by hand, reads as the empty key)."""
-    where = ""
+    (parameters: name, key; a NULL key, written by hand, reads as the empty key).
+
+    ``paged``: at most the parameter limit (the public get_schedules(); the cron pass reads them
+    all); ``after``: only those after (after_name, after_key), the previous page's last schedule.
+    """
+    conditions = []
     if by_name:
-        where = "WHERE name = %(name)s AND COALESCE(key, '') = %(key)s" if by_key else "WHERE name = %(name)s"
-    return f"SELECT {_COLUMNS} FROM {schema}.schedule {where} ORDER BY name, key"
+        conditions.append("name = %(name)s")
+        if by_key:
+            conditions.append("COALESCE(key, '') = %(key)s")
+    if after:
+        conditions.append("(name, key) > (%(after_name)s, %(after_key)s)")
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+    page = "LIMIT %(limit)s" if paged else ""
+    return f"SELECT {_COLUMNS} FROM {schema}.schedule {where} ORDER BY name, key {page}"
 
 
 def database_now(schema: str) -> str:

@@ -261,7 +261,9 @@ def resume_jobs(schema: str, table: str) -> str:
     A resumed job's start_after moves up to now (a later one is kept), so its wait, in the
     monitor's histograms and ready_oldest_seconds, counts from when it could run again rather than
     from when it was first sent. Whether it was counted is read from the completed_on it had
-    before the update, which clears it.
+    before the update, which clears it. It loses upsert_by_key, as in pg-boss 12.38, so it never
+    collides in job_i13 with a newer job upserted by the same key: it waits beside it as a job
+    send() wrote.
     """
     return f"""
     WITH resumable AS (
@@ -270,7 +272,8 @@ def resume_jobs(schema: str, table: str) -> str:
     ),
     results AS (
       UPDATE {schema}.{table} j
-      SET completed_on = NULL, state = 'created', start_after = GREATEST(j.start_after, {schema}.job_now())
+      SET completed_on = NULL, state = 'created', upsert_by_key = NULL,
+        start_after = GREATEST(j.start_after, {schema}.job_now())
       FROM resumable r
       WHERE {queue_jobs(alias="j.")} AND j.id = r.id AND j.state = 'cancelled'
       RETURNING r.state, r.completed_on
@@ -373,7 +376,9 @@ def requeue_jobs(schema: str, table: str, *, started: bool) -> str:
 
     Either way the job waits as 'retry' from now, without retry_delay (a shutdown is not the
     job's failure), which keeps a key_strict_fifo key blocked behind it and cannot collide with
-    a short queue's one 'created' job per key.
+    a short queue's one 'created' job per key. The job loses upsert_by_key, as pg-boss 12.38's
+    restore() has it do, so a stately job put back as 'created' cannot collide in job_i13 with a
+    newer job upserted by its key.
     """
     taken_retry = _STATELY_TAKEN.format(schema=schema, table=table, state="retry")
     taken_created = _STATELY_TAKEN.format(schema=schema, table=table, state="created")
@@ -391,7 +396,8 @@ def requeue_jobs(schema: str, table: str, *, started: bool) -> str:
         END,
         {charge}
         start_after = {schema}.job_now(),
-        heartbeat_on = NULL
+        heartbeat_on = NULL,
+        upsert_by_key = NULL
       WHERE {queue_jobs(alias="j.")} AND j.state = 'active'
         AND (j.id::text || ':' || j.retry_count::text) = ANY(%(attempts)s::text[])
         AND NOT (j.policy = 'stately' AND {taken_retry} AND {taken_created})
