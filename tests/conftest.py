@@ -36,9 +36,13 @@ def reset_pgboss_schema(schema: str | None = None) -> None:
             f"UPDATE {quoted}.version SET cron_on = NULL, bam_on = NULL, flow_on = NULL, reindex_on = NULL, "
             "monitor_backoff_on = NULL"
         )
+        # The instance registry exists from schema 44 on (a test may hold the schema at 43); every
+        # pg-boss (Node) process a test starts registers there.
+        cursor.execute("SELECT to_regclass(%s)", [f"{quoted}.instance"])
+        registry = f", {quoted}.instance" if cursor.fetchone()[0] is not None else ""
         cursor.execute(
             f"TRUNCATE {quoted}.job, {quoted}.queue_stats, {quoted}.job_dependency, {quoted}.warning, "
-            f"{quoted}.subscription, {quoted}.schedule, {quoted}.bam, {quoted}.queue"
+            f"{quoted}.subscription, {quoted}.schedule, {quoted}.bam, {quoted}.queue{registry}"
         )
 
 

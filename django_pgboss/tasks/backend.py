@@ -42,6 +42,7 @@ from django.utils.module_loading import autodiscover_modules, import_string
 
 from django_pgboss.api.boss import Boss
 from django_pgboss.api.event_loop import refuse_on_running_loop
+from django_pgboss.api.queues import QueueStore
 from django_pgboss.arguments import job_payload
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.arguments import queue_options as validate_queue_options
@@ -272,7 +273,7 @@ class PgBossBackend(BaseTaskBackend):
 
     def ensure_queues(self) -> list[str]:
         """Create this backend's missing queues (with CREATE_QUEUES); returns those still missing."""
-        existing = {info.name for info in self.boss.get_queues(sorted(self.queues))}
+        existing = {info.name for info in QueueStore(self.boss.context).all_queues(sorted(self.queues))}
         missing = sorted(self.queues - existing)
         if self.create_queues:
             for name in missing:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from django.core.exceptions import ImproperlyConfigured
 
 from django_pgboss.api.boss import Boss
+from django_pgboss.api.queues import QueueStore
 from django_pgboss.exceptions import PgBossError
 from django_pgboss.worker.registry import Registration, autodiscover, registrations
 from django_pgboss.worker.runner import Worker
@@ -80,7 +81,8 @@ def build_worker(
     except (PgBossError, ImproperlyConfigured, ImportError) as exc:
         # ImportError: TASKS names a PgBossBackend, but Django's task framework is missing.
         raise LaunchError(str(exc)) from exc
-    existing = {q.name for q in boss.get_queues(list(selected))}
+    # All of them, however many: get_queues() pages at 1,000.
+    existing = {q.name for q in QueueStore(boss.context).all_queues(list(selected))}
     missing = sorted(set(selected) - existing)
     if missing:
         raise LaunchError(

@@ -32,6 +32,7 @@ from django.db import DatabaseError, connections
 from django_pgboss import signals
 from django_pgboss.api.boss import Boss
 from django_pgboss.api.jobs import JobStore
+from django_pgboss.api.queues import QueueStore
 from django_pgboss.arguments import INT8_MAX, boolean, integer, number
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
@@ -140,7 +141,9 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
     def run(self) -> WorkerStats:
         """Work until stop() (or, bursting, until every queue is empty); returns the stats."""
         names = [r.queue for r in self.registrations]
-        found = when_reachable(lambda: self.boss.get_queues(names), self._stopping, "the worker")
+        found = when_reachable(
+            lambda: QueueStore(self.boss.context).all_queues(names), self._stopping, "the worker"
+        )
         if found is None:
             return self.stats
         infos = {q.name: q for q in found}

@@ -178,7 +178,7 @@ def schedule_list_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpRes
         model_admin,
         request,
         "Schedules",
-        schedules=[_schedule_row(s, now) for s in boss.get_schedules()],
+        schedules=[_schedule_row(s, now) for s in ScheduleStore(boss.context).all_schedules()],
         now=now,
         can_add=request.user.has_perm("pgboss.add_schedule"),
         can_change=request.user.has_perm("pgboss.change_schedule"),
@@ -326,7 +326,7 @@ def schedule_delete_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpR
     source = request.POST if request.method == "POST" else request.GET
     name, key = source.get("name", ""), source.get("key", "")
     listing = reverse(LIST_URL)
-    found = [s for s in boss.get_schedules() if s.name == name and s.key == key]
+    found = [s for s in ScheduleStore(boss.context).all_schedules() if s.name == name and s.key == key]
     if not found:
         messages.error(request, f"No schedule {name!r} with key {key!r}.")
         return HttpResponseRedirect(listing)
