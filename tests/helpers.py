@@ -9,6 +9,7 @@ from django.db import connection
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_identifier
+from django_pgboss.operations import render_sql
 
 
 def schema_sql() -> str:
@@ -20,6 +21,24 @@ def rows(sql: str, params: Any = None) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql.replace("{s}", schema_sql()), params)
         return cursor.fetchall() if cursor.description is not None else []
+
+
+def install_schema(schema: str) -> None:
+    """Create pg-boss's schema in ``schema`` as the migrations do (0001's file, then the steps of
+    0005 to 0007), without the migration records, which the suite's own schema holds (they are
+    per database, not per schema)."""
+    with connection.cursor() as cursor:
+        cursor.execute(render_sql("0001_initial.sql", schema), None)
+        for version in (44, 45, 46):
+            cursor.execute(render_sql(f"upgrade/v{version - 1}_to_v{version}.sql", schema), None)
+
+
+def uninstall_schema(schema: str) -> None:
+    """Remove what install_schema() created, as `migrate pgboss zero` does."""
+    with connection.cursor() as cursor:
+        for version in (46, 45, 44):
+            cursor.execute(render_sql(f"rollback/v{version}_to_v{version - 1}.sql", schema), None)
+        cursor.execute(render_sql("0001_initial.down.sql", schema), None)
 
 
 JSON_COLUMNS = {"data", "output", "source_output"}

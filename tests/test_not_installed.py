@@ -19,8 +19,8 @@ from django_pgboss import Boss, boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.exceptions import SchemaNotInstalled
-from django_pgboss.operations import render_sql
 from tests.conftest import database_url
+from tests.helpers import install_schema
 
 REPO = Path(__file__).resolve().parents[1]
 MESSAGE = "the pgboss schema is not installed in database 'default': run manage.py migrate pgboss"
@@ -82,16 +82,6 @@ def test_every_command_says_it_in_one_line_without_a_traceback(command):
 WAITING_SCHEMA = "not_migrated_yet"
 
 
-def install_schema(schema: str) -> None:
-    """What `migrate pgboss` creates, in ``schema``, without touching the migration records the
-    suite's own schema holds (they are per database, not per schema)."""
-    with connection.cursor() as cursor:
-        cursor.execute(render_sql("0001_initial.sql", schema), None)
-        for version in (44, 45, 46):
-            cursor.execute(render_sql(f"upgrade/v{version - 1}_to_v{version}.sql", schema), None)
-    Boss(schema=schema).create_queue("echo")
-
-
 class Lines:
     """The lines a process writes to ``stream``, read by a thread of their own so that a wait for
     one can time out (a readline() on a quiet process never returns)."""
@@ -151,6 +141,7 @@ def test_a_long_running_command_waits_for_the_migration_saying_so_once_then_star
             lines.until("waits for it")
             assert process.poll() is None  # still running: waiting, not failed
             install_schema(WAITING_SCHEMA)
+            Boss(schema=WAITING_SCHEMA).create_queue("echo")
             lines.until("the pgboss schema is installed")
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=60)

@@ -27,14 +27,13 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.management import CommandError, call_command
-from django.db import connection, connections, transaction
+from django.db import connections, transaction
 from django.test import override_settings
 from django.utils import timezone
 
 from django_pgboss import boss
 from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.exceptions import JobDataNotSerializable, QueueNotFound, TaskNotEnqueued
-from django_pgboss.operations import render_sql
 from django_pgboss.tasks.backend import WORKER_ID, PgBossBackend, PgBossTask, UnresolvedTask
 from django_pgboss.tasks.compat import (
     SOURCE,
@@ -51,7 +50,7 @@ from django_pgboss.tasks.compat import (
 from django_pgboss.tasks.registrations import task_registrations
 from django_pgboss.worker.runner import Worker
 from tests.conftest import database_url
-from tests.helpers import count_jobs, job_row, rows, schema_sql
+from tests.helpers import count_jobs, install_schema, job_row, rows, schema_sql, uninstall_schema
 from tests.processes import run_worker, wait_for
 from tests.taskapp import tasks
 
@@ -791,11 +790,9 @@ def test_a_backend_on_another_database_alias_sends_in_that_alias_transactions():
 def second_schema():
     """A second pg-boss schema in the test database, as the migrations would create it."""
     name = "Tasks elsewhere-2"
-    with connection.cursor() as cursor:
-        cursor.execute(render_sql("0001_initial.sql", name))
+    install_schema(name)
     yield name
-    with connection.cursor() as cursor:
-        cursor.execute(render_sql("0001_initial.down.sql", name))
+    uninstall_schema(name)
 
 
 def test_a_backend_on_its_own_schema_is_worked_by_pgboss_work_tasks_backend(second_schema):

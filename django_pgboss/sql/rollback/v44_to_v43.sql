@@ -22,6 +22,11 @@ BEGIN
 END
 $check$;
 
+-- The job tables are locked before the queue table, the order a send or a fetch takes them in (its
+-- job table, then the queue row it reads): taken the other way round, a send that holds its job
+-- table and waits for the queue table, while this step holds the queue table and waits for the job
+-- tables, is a deadlock, and PostgreSQL fails one of the two (bench/upgrade_46.py met it).
+LOCK TABLE {{schema}}.job IN ACCESS EXCLUSIVE MODE;
 DROP TABLE {{schema}}.instance;
 
 ALTER TABLE {{schema}}.queue

@@ -6,6 +6,12 @@
 -- default. instance starts empty (each process registers when it starts); blocked_count reads 0 and
 -- the histograms null until the next monitor pass counts the queue. The migration takes pg-boss's
 -- advisory lock before it reads the version (UpgradePgBossSchema).
+--
+-- The job tables are locked before the queue table, the order a send or a fetch takes them in (its
+-- job table, then the queue row it reads): taken the other way round, a send that holds its job
+-- table and waits for the queue table, while this step holds the queue table and waits for the job
+-- tables, is a deadlock, and PostgreSQL fails one of the two (bench/upgrade_46.py met it).
+LOCK TABLE {{schema}}.job IN ACCESS EXCLUSIVE MODE;
 CREATE TABLE {{schema}}.instance (
   id uuid PRIMARY KEY,
   name text,

@@ -5,6 +5,13 @@
 -- retained_count and retained_on are nullable with no default, so no table is rewritten; they are
 -- not seeded (each queue's next maintenance pass counts them). create_queue() as schema 46 has it
 -- goes first, so a queue created from here on builds the four indexes with its table.
+--
+-- The job tables are locked before the queue table, the order a send or a fetch takes them in (its
+-- job table, then the queue row it reads): taken the other way round, a send that holds its job
+-- table and waits for the queue table, while this step holds the queue table and waits for the job
+-- tables, is a deadlock, and PostgreSQL fails one of the two (bench/upgrade_46.py met it).
+-- SHARE is what the index builds below need on an empty table, and it lets no write in meanwhile.
+LOCK TABLE {{schema}}.job IN SHARE MODE;
 ALTER TABLE {{schema}}.queue
   ADD COLUMN IF NOT EXISTS retained_count int,
   ADD COLUMN IF NOT EXISTS retained_on timestamp with time zone;
