@@ -80,6 +80,11 @@ DEFAULTS: dict[str, Any] = {
     "REGISTER_INSTANCE": True,
     "INSTANCE_NAME": None,
     "INSTANCE_HEARTBEAT_SECONDS": 30,
+    # A job sent inside an OpenTelemetry span stores that span's trace context in its
+    # trace_context column, as pg-boss 12.38 does with propagateContext, so the worker's process
+    # span continues the sender's trace (whichever language sent or works the job). Nothing is
+    # written until a tracer provider is set; False writes nothing even then.
+    "PROPAGATE_TRACE_CONTEXT": True,
 }
 
 

@@ -17,7 +17,7 @@ from django_pgboss.cancellation import JobSignal
 # Job has no __slots__, unlike the other records: a fetch builds one per claimed row, and with
 # the field values in the instance's __dict__ (and each default on the class) it can set the
 # columns a statement returned with one dict.update() and leave the rest to the class, rather
-# than set all 38 fields one by one (see jobs_from_cursor() below).
+# than set all 39 fields one by one (see jobs_from_cursor() below).
 @dataclass(frozen=True)
 class Job:
     """A job as fetch() claims it, or as get_job_by_id() / find_jobs() read it.
@@ -65,6 +65,11 @@ class Job:
     source_retry_count: int | None = None
     source_output: Any = None
     source_root_id: str | None = None
+    #: The trace context the job was sent with (its trace_context column, pg-boss 12.38's
+    #: propagateContext carrier, such as ``{"traceparent": "00-..."}``), or None. Filled only by
+    #: the worker's fetch while spans are recorded (observability/tracing.py continues it);
+    #: get_job_by_id() and find_jobs() leave it None, as pg-boss's reads do.
+    trace_context: dict[str, str] | None = None
     #: The job's cancellation signal (pg-boss's ``job.signal``; see django_pgboss.cancellation):
     #: the worker sets it at the job's deadline, when its claim is lost, and when a stop's grace
     #: period ends. Each Job read gets a fresh one; it is no column and takes no part in ``==``.
@@ -81,7 +86,7 @@ JOB_FIELDS = tuple(f.name for f in fields(Job) if f.name != "signal")
 #: The job table's column names where Job's field is named otherwise (the API's spelling).
 _FIELD_OF_COLUMN = {"expire_seconds": "expire_in_seconds", "deletion_seconds": "delete_after_seconds"}
 _UUID_FIELDS = frozenset({"id", "source_id", "source_root_id"})
-_JSON_FIELDS = frozenset({"data", "output", "source_output"})
+_JSON_FIELDS = frozenset({"data", "output", "source_output", "trace_context"})
 
 
 def job_fields(columns: Sequence[str]) -> list[tuple[int, str]]:
@@ -125,7 +130,7 @@ def _job(row: Sequence[Any], positions: list[tuple[int, str]]) -> Job:
 
 
 # A fetch builds a Job for every row it claims, and a frozen dataclass's __init__ sets each of
-# Job's 38 fields through object.__setattr__, by keyword, defaults included: about half of what
+# Job's 39 fields through object.__setattr__, by keyword, defaults included: about half of what
 # turning a fetched row into a Job cost (bench/README.md, the batch-50 drain). The rows of one
 # statement all have the same columns, so jobs_from_cursor() works out once which field each
 # column is and how it is converted, then for each row puts the columns' values into the new

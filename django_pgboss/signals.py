@@ -95,11 +95,12 @@ worker_stopped = Signal()
 
 #: A warning was raised: one of the monitor's (``queue_backlog``, ``monitor_backoff``,
 #: ``slow_query``, ``index_bloat``, ``xmin_horizon``, ``autovacuum_disabled``), the timekeeper's
-#: (``invalid_schedule``) or the worker listener's (``listen_notify_unavailable``), with the types
+#: (``invalid_schedule``), the worker listener's (``listen_notify_unavailable``) or the worker's
+#: (``handler_overrun``, and ``start_retry``, the monitor's too), with the types
 #: and data pg-boss's ``warning`` event carries. Sent after the warning is logged and, with
 #: PERSIST_WARNINGS, stored (the listener's is not stored: pg-boss does not store it either).
-#: ``sender``: Monitor (its passes and health checks), Timekeeper, NotifyListener (the worker's
-#: LISTEN connection), Boss for a pass run by ``Boss.supervise()``, None when the
+#: ``sender``: Monitor (its passes and health checks, start_retry), Timekeeper, NotifyListener
+#: (the worker's LISTEN connection), Worker (handler_overrun, start_retry), Boss for a pass run by ``Boss.supervise()``, None when the
 #: ``supervise()`` function is called on its own. Arguments: ``type`` (the warning's type, as
 #: stored), ``message`` (its text), ``data`` (its details, a dict, as stored), ``using`` (the
 #: database alias) and ``schema`` (the pg-boss schema).

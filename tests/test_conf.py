@@ -43,6 +43,7 @@ def test_defaults_apply_for_missing_keys():
         "REGISTER_INSTANCE": True,
         "INSTANCE_NAME": None,
         "INSTANCE_HEARTBEAT_SECONDS": 30,
+        "PROPAGATE_TRACE_CONTEXT": True,
     }
 
 

@@ -1,6 +1,8 @@
-"""OpenTelemetry spans, read back from the SDK's in-memory exporter: the send span and the handler
-span of one job joined through the job's own trace (trace id = job id), as docs/observability.md
-says, with the messaging semantic conventions' attributes."""
+"""OpenTelemetry spans, read back from the SDK's in-memory exporter, with the messaging semantic
+conventions' attributes: a job sent inside a span stores the send span's trace context
+(pg-boss 12.38's propagateContext) and its handler span continues that trace; with
+PROPAGATE_TRACE_CONTEXT off, or for a job stored without one, the send span and the handler span
+are joined through the job's own trace (trace id = job id), as docs/observability.md says."""
 
 from __future__ import annotations
 
@@ -57,13 +59,19 @@ def spans(_provider):
     _exporter.clear()
 
 
+@pytest.fixture
+def own_traces(settings):
+    """PROPAGATE_TRACE_CONTEXT off: each job gets a trace of its own (trace id = job id)."""
+    settings.PGBOSS = {**(getattr(settings, "PGBOSS", None) or {}), "PROPAGATE_TRACE_CONTEXT": False}
+
+
 def by_name(finished, name: str):
     matching = [span for span in finished() if span.name == name]
     assert matching, [span.name for span in finished()]
     return matching
 
 
-def test_a_send_span_is_a_producer_span_linked_to_the_job_s_own_trace(spans):
+def test_a_send_span_is_a_producer_span_linked_to_the_job_s_own_trace(spans, own_traces):
     boss.create_queue("mail")
     tracer = trace.get_tracer("tests")
     with tracer.start_as_current_span("POST /signup") as request_span:
@@ -82,7 +90,7 @@ def test_a_send_span_is_a_producer_span_linked_to_the_job_s_own_trace(spans):
     assert link.attributes["messaging.message.id"] == job_id
 
 
-def test_an_insert_span_counts_its_jobs_and_links_to_each_even_without_return_ids(spans):
+def test_an_insert_span_counts_its_jobs_and_links_to_each_even_without_return_ids(spans, own_traces):
     boss.create_queue("mail")
     assert boss.insert("mail", [{"data": {"n": n}} for n in range(3)]) is None
     (insert,) = by_name(spans, "insert mail")
@@ -160,7 +168,7 @@ def run_burst(queue: str, handler, **options) -> None:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("kind", HANDLER_KINDS)
-def test_the_send_span_and_the_handler_span_of_one_job_are_joined_by_the_job_s_trace(spans, kind):
+def test_the_send_span_and_the_handler_span_of_one_job_are_joined_by_the_job_s_trace(spans, own_traces, kind):
     boss.create_queue("mail")
     tracer = trace.get_tracer("tests")
     with tracer.start_as_current_span("POST /signup"):
@@ -190,7 +198,7 @@ def test_the_send_span_and_the_handler_span_of_one_job_are_joined_by_the_job_s_t
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("kind", HANDLER_KINDS)
-def test_a_job_s_trace_is_complete_its_root_exported_and_every_parent_in_it(spans, kind):
+def test_a_job_s_trace_is_complete_its_root_exported_and_every_parent_in_it(spans, own_traces, kind):
     """send -> worker -> complete: the job's trace has one root, the "create" span the send
     recorded, and every other span of the trace has a parent the exporter holds."""
     boss.create_queue("mail")
@@ -219,7 +227,7 @@ def test_a_job_s_trace_is_complete_its_root_exported_and_every_parent_in_it(span
     ]
 
 
-def test_an_insert_records_the_root_of_each_job_s_trace(spans):
+def test_an_insert_records_the_root_of_each_job_s_trace(spans, own_traces):
     boss.create_queue("batch")
     ids = boss.insert("batch", [{"data": {"n": n}} for n in range(3)], return_ids=True)
     roots = by_name(spans, "create batch")
@@ -233,7 +241,7 @@ def test_an_insert_records_the_root_of_each_job_s_trace(spans):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("kind", HANDLER_KINDS)
-def test_every_attempt_of_a_job_is_in_its_trace_and_a_failure_is_recorded(spans, kind):
+def test_every_attempt_of_a_job_is_in_its_trace_and_a_failure_is_recorded(spans, own_traces, kind):
     boss.create_queue("flaky", retry_limit=1)
     job_id = boss.send("flaky", {})
 
@@ -255,7 +263,7 @@ def test_every_attempt_of_a_job_is_in_its_trace_and_a_failure_is_recorded(spans,
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("kind", HANDLER_KINDS)
-def test_a_batch_handler_s_span_links_to_each_job_s_trace(spans, kind):
+def test_a_batch_handler_s_span_links_to_each_job_s_trace(spans, own_traces, kind):
     boss.create_queue("batched")
     ids = boss.insert("batched", [{"data": {"n": n}} for n in range(3)], return_ids=True)
     run_burst("batched", handler_of(kind, lambda jobs: None), batch=True, batch_size=3)
@@ -267,7 +275,7 @@ def test_a_batch_handler_s_span_links_to_each_job_s_trace(spans, kind):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_inside_an_async_handler_the_job_s_span_is_current_and_covers_the_coroutine(spans):
+def test_inside_an_async_handler_the_job_s_span_is_current_and_covers_the_coroutine(spans, own_traces):
     import asyncio
 
     from asgiref.sync import sync_to_async
@@ -313,14 +321,16 @@ def test_the_documented_console_example_prints_the_joined_spans(tmp_path):
         [sys.executable, str(script)], cwd=REPO, env=worker_env(), capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    job_id = result.stdout.strip().splitlines()[-1].split()[-1]
-    job_trace = f"0x{uuid.UUID(job_id).hex}"
     documents = [json.loads(text) for text in re.findall(r"^\{.*?^\}", result.stdout, flags=re.S | re.M)]
     named = {document["name"]: document for document in documents}
     assert {"POST /signup", "send emails", "fetch emails", "process emails", "complete emails"} <= set(named)
+    request_trace = named["POST /signup"]["context"]["trace_id"]
     assert named["send emails"]["parent_id"] == named["POST /signup"]["context"]["span_id"]
-    assert [link["context"]["trace_id"] for link in named["send emails"]["links"]] == [job_trace]
-    assert named["process emails"]["context"]["trace_id"] == job_trace
+    # The job stored the send span's context: its handler span is that span's child, in the
+    # request's trace, and so is the settle of that one job.
+    assert named["process emails"]["context"]["trace_id"] == request_trace
+    assert named["process emails"]["parent_id"] == named["send emails"]["context"]["span_id"]
+    assert named["complete emails"]["context"]["trace_id"] == request_trace
 
 
 @pytest.mark.node
@@ -345,7 +355,8 @@ def test_a_traced_send_leaves_pg_boss_the_job_exactly_as_sent(spans, run_pgboss)
     with trace.get_tracer("tests").start_as_current_span("POST /signup"):
         job_id = boss.send("mail", {"to": "a"})
     assert by_name(spans, "send mail")
-    # No trace context rides in the job: pg-boss reads back the data as it was sent.
+    # The trace context rides in its own column, not in the data: pg-boss reads back the data as
+    # it was sent.
     (job,) = run_pgboss("work", pgboss_settings.SCHEMA, "mail", "null")["jobs"]
     assert (job["id"], job["data"]) == (job_id, {"to": "a"})
 
@@ -368,3 +379,223 @@ def test_with_the_api_installed_but_no_provider_set_the_helpers_do_nothing():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def traceparent(span) -> str:
+    """The W3C traceparent of a finished span, as a send stores it: sampled ("01"), and with the
+    SDK's random trace ids W3C's level-2 random flag too ("03")."""
+    context = span.context
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+def stored_trace_context(queue: str, job_id: str):
+    """A job's trace_context column, read with SQL (no read of the API returns it)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT trace_context FROM {boss.context.quoted_schema}.job WHERE name = %s AND id = %s",
+            [queue, job_id],
+        )
+        (value,) = cursor.fetchone()
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def test_a_send_inside_a_span_stores_the_send_span_s_traceparent(spans):
+    boss.create_queue("mail")
+    with trace.get_tracer("tests").start_as_current_span("POST /signup"):
+        job_id = boss.send("mail", {"to": "a@example.com"})
+        throttled = boss.send_throttled("mail", {}, 60, "k")
+    first, second = by_name(spans, "send mail")
+    assert stored_trace_context("mail", job_id) == {"traceparent": traceparent(first)}
+    assert stored_trace_context("mail", throttled) == {"traceparent": traceparent(second)}
+    # The job's trace is the sender's now: no trace of its own, no link to one.
+    assert not first.links
+    assert not [span for span in spans() if span.name == "create mail"]
+    assert first.attributes["messaging.message.id"] == job_id
+
+
+def test_every_job_of_an_insert_stores_the_insert_span_s_context(spans):
+    boss.create_queue("batch")
+    # Jobs of nothing but data (the one-array statement) and jobs with options (the recordset).
+    plain = boss.insert("batch", [{"data": {"n": n}} for n in range(3)], return_ids=True)
+    optioned = boss.insert(
+        "batch", [{"data": {}, "priority": 2}, {"data": {}, "retry_limit": 1}], return_ids=True
+    )
+    first, second = by_name(spans, "insert batch")
+    assert [stored_trace_context("batch", job_id) for job_id in plain] == [
+        {"traceparent": traceparent(first)}
+    ] * 3
+    assert [stored_trace_context("batch", job_id) for job_id in optioned] == [
+        {"traceparent": traceparent(second)}
+    ] * 2
+    assert not first.links and not [span for span in spans() if span.name == "create batch"]
+
+
+def test_an_upsert_stores_the_context_only_when_it_inserts(spans):
+    boss.create_queue("profile")
+    with trace.get_tracer("tests").start_as_current_span("first request"):
+        inserted = boss.upsert("profile", {"v": 1}, singleton_key="user-1")
+    with trace.get_tracer("tests").start_as_current_span("second request"):
+        updated = boss.upsert("profile", {"v": 2}, singleton_key="user-1")
+    assert (inserted.inserted, updated.updated, updated.jobs) == (1, 1, inserted.jobs)
+    (upsert,) = by_name(spans, "upsert profile")
+    # The update left the job in the trace of the send that created it.
+    assert stored_trace_context("profile", inserted.jobs[0]) == {"traceparent": traceparent(upsert)}
+
+
+def test_with_propagation_off_a_send_stores_no_trace_context(spans, own_traces):
+    boss.create_queue("mail")
+    with trace.get_tracer("tests").start_as_current_span("POST /signup"):
+        job_id = boss.send("mail", {})
+        (batch_id,) = boss.insert("mail", [{"data": {}}], return_ids=True)
+    assert stored_trace_context("mail", job_id) is None
+    assert stored_trace_context("mail", batch_id) is None
+
+
+def test_without_a_tracer_provider_a_send_stores_no_trace_context():
+    # A fresh process in which the API is installed but no tracer provider is set.
+    script = (
+        "import django; django.setup()\n"
+        "from django.db import connection\n"
+        "from django_pgboss import boss\n"
+        "from django_pgboss.observability import tracing\n"
+        "assert tracing.ENABLED and not tracing.active()\n"
+        "boss.create_queue('untraced')\n"
+        "ids = [boss.send('untraced', {}), *boss.insert('untraced', [{'data': {}}] * 2, return_ids=True)]\n"
+        "with connection.cursor() as cursor:\n"
+        "    cursor.execute('SELECT count(*) FROM pgboss.job WHERE name = %s AND trace_context IS NULL', ['untraced'])\n"
+        "    print(len(ids), cursor.fetchone()[0])\n"
+        "boss.delete_queue('untraced')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=worker_env(), capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["3", "3"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("kind", HANDLER_KINDS)
+def test_the_handler_span_continues_the_trace_the_send_stored(spans, kind):
+    boss.create_queue("mail")
+    seen = {}
+
+    def handler(job):
+        context = trace.get_current_span().get_span_context()
+        seen["current"] = (context.trace_id, context.span_id)
+
+    with trace.get_tracer("tests").start_as_current_span("POST /signup") as request_span:
+        job_id = boss.send("mail", {"to": "a@example.com"})
+    run_burst("mail", handler_of(kind, handler))
+    (send,) = by_name(spans, "send mail")
+    (process,) = by_name(spans, "process mail")
+    (complete,) = by_name(spans, "complete mail")
+    request_trace = request_span.get_span_context().trace_id
+    assert process.context.trace_id == request_trace
+    assert process.parent.span_id == send.context.span_id and process.parent.is_remote
+    assert process.attributes["messaging.message.id"] == job_id
+    assert not process.links
+    # The handler runs inside its process span; the settle of its one job is in the trace too.
+    assert seen["current"] == (request_trace, process.context.span_id)
+    assert complete.context.trace_id == request_trace
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_attempt_and_the_dead_letter_copy_keep_the_stored_trace(spans):
+    boss.create_queue("graveyard")
+    boss.create_queue("flaky", retry_limit=1, dead_letter="graveyard")
+    with trace.get_tracer("tests").start_as_current_span("POST /signup"):
+        job_id = boss.send("flaky", {})
+
+    def handler(job):
+        raise ValueError(f"attempt {job.retry_count} fails")
+
+    run_burst("flaky", handler)
+    (send,) = by_name(spans, "send flaky")
+    attempts = sorted(by_name(spans, "process flaky"), key=lambda span: span.start_time)
+    assert [span.attributes["pgboss.job.retry_count"] for span in attempts] == [0, 1]
+    assert {(span.context.trace_id, span.parent.span_id) for span in attempts} == {
+        (send.context.trace_id, send.context.span_id)
+    }
+    # The job failed for good keeps the context, and so does its copy in the dead-letter queue.
+    assert stored_trace_context("flaky", job_id) == {"traceparent": traceparent(send)}
+    (copy,) = boss.find_jobs("graveyard")
+    assert stored_trace_context("graveyard", copy.id) == {"traceparent": traceparent(send)}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_span_links_to_each_job_s_stored_context(spans):
+    boss.create_queue("batched")
+    for n in range(2):
+        with trace.get_tracer("tests").start_as_current_span(f"request {n}"):
+            boss.send("batched", {"n": n})
+    senders = by_name(spans, "send batched")
+    run_burst("batched", lambda jobs: None, batch=True, batch_size=3)
+    (process,) = by_name(spans, "process batched")
+    assert {(link.context.trace_id, link.context.span_id) for link in process.links} == {
+        (span.context.trace_id, span.context.span_id) for span in senders
+    }
+    assert process.context.trace_id not in {span.context.trace_id for span in senders}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stored_context_wins_over_the_worker_thread_s_current_span(spans):
+    boss.create_queue("mail")
+    with trace.get_tracer("tests").start_as_current_span("POST /signup"):
+        boss.send("mail", {})
+    # A worker run inside a span of its own: the job's span is still its sender's child.
+    with trace.get_tracer("tests").start_as_current_span("deploy script") as outer:
+        run_burst("mail", lambda job: None)
+    (send,) = by_name(spans, "send mail")
+    (process,) = by_name(spans, "process mail")
+    assert process.parent.span_id == send.context.span_id
+    assert process.context.trace_id != outer.get_span_context().trace_id
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stored_context_that_is_no_trace_context_leaves_the_job_its_own_trace(spans):
+    boss.create_queue("mail")
+    job_id = boss.send("mail", {})
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {boss.context.quoted_schema}.job SET trace_context = %s WHERE id = %s",
+            [json.dumps({"traceparent": "not a traceparent"}), job_id],
+        )
+    run_burst("mail", lambda job: None)
+    (process,) = by_name(spans, "process mail")
+    assert process.context.trace_id == uuid.UUID(job_id).int
+
+
+@pytest.mark.node
+@pytest.mark.django_db(transaction=True)
+def test_a_job_pg_boss_sent_with_a_stored_context_is_worked_inside_that_trace(spans, run_pgboss):
+    from django_pgboss.conf import pgboss_settings
+
+    boss.create_queue("mail")
+    parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    (job_id,) = run_pgboss(
+        "send-traced", pgboss_settings.SCHEMA, "mail", json.dumps([{"data": {"to": "a"}}]), parent
+    )["ids"]
+    assert stored_trace_context("mail", job_id) == {"traceparent": parent}
+    run_burst("mail", lambda job: None)
+    (process,) = by_name(spans, "process mail")
+    assert process.context.trace_id == 0x4BF92F3577B34DA6A3CE929D0E0E4736
+    assert process.parent.span_id == 0x00F067AA0BA902B7
+    assert process.attributes["messaging.message.id"] == job_id
+
+
+@pytest.mark.node
+@pytest.mark.django_db(transaction=True)
+def test_pg_boss_reads_back_the_trace_context_a_python_send_stored(spans, run_pgboss):
+    from django_pgboss.conf import pgboss_settings
+
+    boss.create_queue("mail")
+    with trace.get_tracer("tests").start_as_current_span("POST /signup"):
+        job_id = boss.send("mail", {"to": "a"})
+    (send,) = by_name(spans, "send mail")
+    fetched = run_pgboss("fetch-traced", pgboss_settings.SCHEMA, "mail")
+    assert fetched["ids"] == [job_id]
+    assert fetched["carriers"] == [{"traceparent": traceparent(send)}]

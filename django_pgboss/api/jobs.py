@@ -87,8 +87,10 @@ class JobStore:
         group_concurrency: int | Mapping[str, Any] | None = None,
         ignore_start_after: bool = False,
         ignore_groups: Sequence[str] | None = None,
+        include_trace_context: bool = False,
     ) -> list[Job]:
-        """See Boss.fetch()."""
+        """See Boss.fetch(). ``include_trace_context`` (the worker's, while spans are recorded)
+        fills each Job's trace_context, as pg-boss 12.38's worker fetch reads it."""
         validate_queue_name(name)
         arguments.limit("batch_size", batch_size)
         arguments.boolean("include_metadata", include_metadata)
@@ -130,6 +132,7 @@ class JobStore:
             group_tiers=bool(tiers),
             single_group=single_group,
             ignore_groups=bool(ignore_groups),
+            include_trace_context=include_trace_context,
         )
         try:
             # Inside the caller's transaction, a savepoint, so that a lost race for a singleton

@@ -21,7 +21,7 @@ from django_pgboss.db.identifiers import schema_key
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
 from django_pgboss.observability import tracing
 from django_pgboss.plans import jobs as job_plans
-from django_pgboss.wire import encode_data_array, encode_jobs, single_job_params
+from django_pgboss.wire import encode_data_array, encode_jobs, single_job_params, to_json
 
 #: SQLSTATEs that mean a cached queue table is out of date: the table is gone (undefined_table), or
 #: job_common refused a row whose queue now has a partition of its own (check_violation).
@@ -54,7 +54,10 @@ class JobSender:
             with context.cursor() as cursor:
                 require_dead_letter(context, cursor, job["dead_letter"])
         with tracing.send_span(name, "upsert" if upsert_by_key else "send") as span:
-            job_id = self._insert(name, [job], returning=True, upsert_by_key=upsert_by_key)
+            trace_context = _stored_trace_context(span)
+            job_id = self._insert(
+                name, [job], returning=True, upsert_by_key=upsert_by_key, trace_context=trace_context
+            )
             if not job_id and options.get("singleton_next_slot"):
                 # The current slot is taken: a debounced job goes into the next one, starting
                 # when it opens.
@@ -64,8 +67,10 @@ class JobSender:
                     )
                     delay = cursor.fetchone()[0]
                 job = {**job, "start_after": f"{delay} seconds", "singleton_offset": job["singleton_seconds"]}
-                job_id = self._insert(name, [job], returning=True, upsert_by_key=upsert_by_key)
-            tracing.sent(span, job_id, name)
+                job_id = self._insert(
+                    name, [job], returning=True, upsert_by_key=upsert_by_key, trace_context=trace_context
+                )
+            tracing.sent(span, job_id, name, propagated=trace_context is not None)
         return job_id[0] if job_id else None
 
     def send_after(self, name: str, data: Any, after: Any, **options: Any) -> str | None:
@@ -125,12 +130,17 @@ class JobSender:
         if not payload and data_array is None:
             return [] if return_ids else None
         with tracing.send_span(name, "insert", len(jobs)) as span:
-            # A recorded span links to each job's trace, so it needs the ids even when the
-            # caller does not.
+            trace_context = _stored_trace_context(span)
+            # A recorded span that stores no context links to each job's trace, so it needs the
+            # ids even when the caller does not.
             ids = self._insert(
-                name, payload, returning=return_ids or tracing.recording(span), data_array=data_array
+                name,
+                payload,
+                returning=return_ids or (trace_context is None and tracing.recording(span)),
+                data_array=data_array,
+                trace_context=trace_context,
             )
-            tracing.sent(span, ids, name)
+            tracing.sent(span, ids, name, propagated=trace_context is not None)
         return ids if return_ids else None
 
     def insert_slotted(self, name: str, jobs: list[dict[str, Any]]) -> int:
@@ -155,6 +165,7 @@ class JobSender:
         returning: bool,
         data_array: str | None = None,
         upsert_by_key: bool = False,
+        trace_context: str | None = None,
     ) -> list[str]:
         """Insert jobs into the queue's table; returns their ids when ``returning``.
 
@@ -175,6 +186,8 @@ class JobSender:
 
         ``upsert_by_key`` marks the jobs as upsert() inserted by key (only upsert() asks, with one
         job, inside its transaction, so always with ON CONFLICT: job_i13 refuses the second).
+        ``trace_context`` (JSON text, or None for nothing to store) is written to every job's
+        trace_context column: the statements carry the column only when it is given.
         """
         context = self.context
         schema = context.quoted_schema
@@ -188,6 +201,7 @@ class JobSender:
             params: dict[str, Any]
             # The single-job statement returns nothing: its id is drawn before it runs.
             known_id: str | None = None
+            traced = trace_context is not None
             if data_array is not None:
                 params = {"data": data_array, "name": name}
                 if route.notify:
@@ -198,6 +212,7 @@ class JobSender:
                     on_conflict=conflict_possible,
                     returning=returning,
                     notify=route.notify,
+                    trace_context=traced,
                 )
                 stale = STALE_TABLE_SQLSTATES if conflict_possible else STALE_TABLE_SQLSTATES | {"23505"}
                 fetch_ids = returning or route.notify
@@ -213,6 +228,7 @@ class JobSender:
                     on_conflict=on_conflict,
                     options=params["options"] is not None,
                     upsert_by_key=upsert_by_key,
+                    trace_context=traced,
                 )
                 stale = STALE_TABLE_SQLSTATES if on_conflict else STALE_TABLE_SQLSTATES | {"23505"}
                 known_id = params["id"]
@@ -222,10 +238,17 @@ class JobSender:
                 if route.notify:
                     params["schema_key"] = schema_key(context.schema)
                 sql = job_plans.insert_jobs(
-                    schema, route.table, returning=returning, notify=route.notify, upsert_by_key=upsert_by_key
+                    schema,
+                    route.table,
+                    returning=returning,
+                    notify=route.notify,
+                    upsert_by_key=upsert_by_key,
+                    trace_context=traced,
                 )
                 stale = STALE_TABLE_SQLSTATES
                 fetch_ids = returning or route.notify
+            if traced:
+                params["trace_context"] = trace_context
             try:
                 with context.cursor(connection) as cursor:
                     cursor.execute(sql, params)
@@ -251,6 +274,13 @@ class JobSender:
                 raise QueueNotFound(f"queue {name!r} does not exist (it was deleted)")
             return ids if returning else []
         raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _stored_trace_context(span: Any) -> str | None:
+    """What a send inside ``span`` writes to its jobs' trace_context column, as JSON text:
+    tracing.carrier()'s trace context, or None (no span, nothing to store)."""
+    stored = tracing.carrier(span)
+    return None if stored is None else to_json(stored, "trace_context")
 
 
 def _data_only_array(jobs: Sequence[Any]) -> str | None:

@@ -24,16 +24,20 @@ def run_periodically(
     what: str,
     log: logging.Logger,
     on_error: Callable[[DatabaseError], None] | None = None,
+    on_start_failure: Callable[[DatabaseError], None] | None = None,
 ) -> None:
     """Run each ``(function, interval_seconds)`` now and then every interval, until ``stop`` is set.
 
     The passes run one after the other on the calling thread; a pass that comes due while another
     runs waits for it. Each interval counts from the end of its own pass. ``what`` names the passes
     in the warning logged on ``log`` when a database error interrupts them, which is also handed
-    to ``on_error`` (the Monitor sends it as signals.error_raised).
+    to ``on_error`` (the Monitor sends it as signals.error_raised). ``on_start_failure`` is told
+    the first error if it comes before any round of passes finished: the start failed (the
+    Monitor raises start_retry).
     """
     due = [time.monotonic()] * len(passes)
     failures = 0
+    started = False
     try:
         while not stop.is_set():
             try:
@@ -42,12 +46,15 @@ def run_periodically(
                         function()
                         due[index] = time.monotonic() + interval
                 failures = 0
+                started = True
             except DatabaseError as exc:
                 failures += 1
                 delay = min(MAX_BACKOFF_SECONDS, 2.0**failures)
                 log.warning("%s failed (%s); retrying in %.0fs", what, exc, delay)
                 if on_error is not None:
                     on_error(exc)
+                if not started and failures == 1 and on_start_failure is not None:
+                    on_start_failure(exc)
                 # A broken connection must be thrown away: Django reconnects on the next statement.
                 connections.close_all()
                 stop.wait(delay)

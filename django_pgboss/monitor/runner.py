@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from django_pgboss import arguments, signals
 from django_pgboss.api.instances import InstanceRegistrar, InstanceRole
 from django_pgboss.api.queues import QueueStore
+from django_pgboss.api.warnings import start_retry
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
@@ -179,7 +180,16 @@ class Monitor:
             return
         self.instance.start()
         try:
-            run_periodically(passes, self._stop, what="monitor pass", log=logger, on_error=self._survived)
+            run_periodically(
+                passes,
+                self._stop,
+                what="monitor pass",
+                log=logger,
+                on_error=self._survived,
+                on_start_failure=lambda exc: start_retry(
+                    self.context, exc, doing="the monitor", sender=type(self)
+                ),
+            )
         finally:
             self.instance.stop()
 

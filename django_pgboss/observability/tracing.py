@@ -9,12 +9,18 @@ Spans follow OpenTelemetry's messaging semantic conventions: ``messaging.system`
 destination is the queue, the message id the job id, and the operation one of send (a PRODUCER
 span), receive (the fetch, a CLIENT span), process (the handler, a CONSUMER span) and settle.
 
-How a job's handler span is joined to the request that sent it (schema 43 has no column for a trace
-context, and a job's ``data`` is the user's): each job has a trace of its own whose trace id is the
-job's id, the 128 bits of its uuid. The send span, in the caller's trace, carries a span link to
-that trace; every handler span of the job (each attempt) is a child of it. Nothing is written to
-the database, a backend can open a job's trace from the job id alone, and the link leads from the
-sending request to it. docs/observability.md shows it.
+How a job's handler span is joined to the request that sent it: as pg-boss 12.38 does with
+``propagateContext``, a send inside a span stores that span's context on each job it inserts (its
+``trace_context`` column, what the global propagator injects: carrier()), and the worker's
+process span of the job is a child of that stored context (a batch's span links to each), so
+the job is worked inside its sender's trace whichever language sent it. PROPAGATE_TRACE_CONTEXT
+off stores none.
+
+A job that stores no context keeps a trace of its own whose trace id is the job's id, the 128
+bits of its uuid. The send span, in the caller's trace, carries a span link to that trace; every
+handler span of the job (each attempt) is a child of it. A backend can open such a job's trace
+from the job id alone, and the link leads from the sending request to it. docs/observability.md
+shows both.
 
 That trace's root is a ``create <queue>`` span (OpenTelemetry's "create" operation, one per
 message), recorded by the traced send with the ids job_span_context() gives, so the handler spans'
@@ -36,11 +42,15 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from django_pgboss.conf import pgboss_settings
+
 try:
     from opentelemetry import context as otel_context
+    from opentelemetry import propagate as otel_propagate
     from opentelemetry import trace as otel_trace
 except ImportError:  # pragma: no cover - the trace tests run with the extra installed
     otel_context = None  # type: ignore[assignment]
+    otel_propagate = None  # type: ignore[assignment]
     otel_trace = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
@@ -240,20 +250,58 @@ def _record_roots(queue: str, ids: Sequence[str], send: Any) -> None:
         root.end()
 
 
+def carrier(span: Any) -> dict[str, str] | None:
+    """The trace context a send inside ``span`` (what send_span() gave) stores on each job it
+    inserts, as pg-boss 12.38's propagateContext does: what the global propagator injects for the
+    span (W3C's ``traceparent``, with ``tracestate`` and ``baggage`` when there are any), or None
+    when there is nothing to store: no span (no API, no tracer provider), an invalid one, or
+    PGBOSS["PROPAGATE_TRACE_CONTEXT"] off.
+
+    Without a tracer provider send_span() gave None, so the untraced send pays one ``is None``
+    test here and its statement carries no trace_context column at all.
+    """
+    if span is None or not pgboss_settings.PROPAGATE_TRACE_CONTEXT:
+        return None
+    if not span.get_span_context().is_valid:
+        return None
+    injected: dict[str, str] = {}
+    otel_propagate.inject(injected, context=otel_trace.set_span_in_context(span))
+    return injected or None
+
+
+def _stored_context(job: Job) -> Any:
+    """The OpenTelemetry context a job's stored trace_context names (extracted from an empty
+    context, so baggage sent with the job reaches the handler too, and the worker's own current
+    context plays no part, as in pg-boss 12.38), or None when it names no valid span."""
+    stored = job.trace_context
+    if not isinstance(stored, dict) or not stored:
+        return None
+    try:
+        extracted = otel_propagate.extract(stored, context=otel_context.Context())
+    except Exception:  # A carrier another sender wrote must never fail a job's run.
+        return None
+    if not otel_trace.get_current_span(extracted).get_span_context().is_valid:
+        return None
+    return extracted
+
+
 def recording(span: Any) -> bool:
     """True when ``span`` (what a span helper's context manager gave) is a span being recorded."""
     return span is not None and span.is_recording()
 
 
-def sent(span: Any, ids: Sequence[str | None], queue: str) -> None:
-    """Record the ids a send span's statement wrote, each with a link to the job's trace, and
-    record each job trace's root span."""
+def sent(span: Any, ids: Sequence[str | None], queue: str, *, propagated: bool = False) -> None:
+    """Record the ids a send span's statement wrote. With ``propagated`` (the jobs store the send
+    span's context: carrier() gave one) that is all: their process spans will be the span's
+    children. Otherwise each id gets a link to the job's own trace, whose root span is recorded."""
     if span is None or not span.is_recording():
         return
     written = [job_id for job_id in ids if job_id]
-    _record_roots(queue, written, span)
     if len(written) == 1:
         span.set_attribute("messaging.message.id", written[0])
+    if propagated:
+        return
+    _record_roots(queue, written, span)
     for job_id in written[:MAX_LINKS]:
         context = job_span_context(job_id)
         if context is not None:
@@ -280,19 +328,33 @@ def record_fetch(queue: str, started: int, count: int) -> None:
 
 
 def _job_parent(jobs: Sequence[Job], attributes: dict[str, Any]) -> tuple[Any, list[Any]]:
-    """The parent context and links of a span about ``jobs``: one job's span is a child in the
-    job's own trace; a span about several links to each job's trace instead."""
+    """The parent context and links of a span about ``jobs``.
+
+    One job's span is a child of the context the job was sent with (its stored trace_context,
+    whichever language wrote it), and of the job's own trace (trace id = job id) when it stores
+    none. A span about several links to each job's stored context, or to its own trace, instead.
+    The parent is always chosen here, never the thread's current context, as pg-boss 12.38
+    chooses it: the worker's threads carry no trace a job belongs to.
+    """
     if len(jobs) == 1:
         job = jobs[0]
         attributes["messaging.message.id"] = job.id
         attributes["pgboss.job.retry_count"] = job.retry_count
+        stored = _stored_context(job) if job.trace_context else None
+        if stored is not None:
+            return stored, []
         context = job_span_context(job.id)
         if context is None:
             return None, []
         return otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(context)), []
     links = []
     for job in jobs[:MAX_LINKS]:
-        context = job_span_context(job.id)
+        stored = _stored_context(job) if job.trace_context else None
+        context = (
+            otel_trace.get_current_span(stored).get_span_context()
+            if stored is not None
+            else job_span_context(job.id)
+        )
         if context is not None:
             links.append(otel_trace.Link(context, {"messaging.message.id": job.id}))
     return None, links

@@ -86,17 +86,26 @@ INSERT_COLUMNS = (
 )
 
 
-def written_extras(*, upsert_by_key: bool) -> tuple[tuple[str, ...], str]:
+def written_extras(*, upsert_by_key: bool, trace_context: bool = False) -> tuple[tuple[str, ...], str]:
     """The columns a send writes beyond INSERT_COLUMNS, and their values (text to follow the last
     of INSERT_COLUMNS' values in a SELECT list), as pg-boss 12.38's insert writes them.
 
     ``upsert_by_key``: true, the mark of a job upsert() inserted by its key, which job_i13 (unique
-    over (name, singleton_key) among such jobs while created) holds to one per key. Without it,
-    the common case, nothing: a send's statement is what it always was.
+    over (name, singleton_key) among such jobs while created) holds to one per key.
+    ``trace_context``: the parameter ``%(trace_context)s``, the trace context of the span that
+    sent the jobs (one JSON object for every job of the statement, as pg-boss 12.38 stores one
+    carrier on each job a send inserts). Without either, the common case, nothing: a send's
+    statement is what it always was, and the column keeps its default, NULL.
     """
+    columns: tuple[str, ...] = ()
+    values = ""
     if upsert_by_key:
-        return ("upsert_by_key",), ",\n      true"
-    return (), ""
+        columns += ("upsert_by_key",)
+        values += ",\n      true"
+    if trace_context:
+        columns += ("trace_context",)
+        values += ",\n      %(trace_context)s::jsonb"
+    return columns, values
 
 
 def start_after(schema: str, text: str) -> str:

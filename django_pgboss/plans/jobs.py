@@ -67,6 +67,7 @@ def insert_jobs(
     slots: bool = False,
     flow: bool = False,
     upsert_by_key: bool = False,
+    trace_context: bool = False,
 ) -> str:
     """Insert a batch of jobs from a JSON array, in one statement.
 
@@ -93,7 +94,7 @@ def insert_jobs(
 
     With ``flow`` each job also carries its flow columns (blocked, blocking, pendingDependencies,
     absent meaning false/0), as pg-boss's flow() insert writes them; only api/flows.py asks for it.
-    ``upsert_by_key`` adds the column of fragments.written_extras().
+    ``upsert_by_key`` and ``trace_context`` add the columns of fragments.written_extras().
     """
     slot = fragments.singleton_slot(schema, 'j."singletonSeconds"::float8', 'j."singletonOffset"::float8')
     if slots:
@@ -109,7 +110,9 @@ def insert_jobs(
       COALESCE(j.blocked, false),
       COALESCE(j.blocking, false),
       COALESCE(j."pendingDependencies", 0)"""
-    extra_columns, extra_values = fragments.written_extras(upsert_by_key=upsert_by_key)
+    extra_columns, extra_values = fragments.written_extras(
+        upsert_by_key=upsert_by_key, trace_context=trace_context
+    )
     columns += extra_columns
     insert = f"""
     INSERT INTO {schema}.{table} ({", ".join(columns)})
@@ -164,7 +167,9 @@ def _returning(schema: str, insert: str, *, returning: bool, notify: bool) -> st
 
 
 @functools.lru_cache(maxsize=256)
-def insert_data_jobs(schema: str, table: str, *, on_conflict: bool, returning: bool, notify: bool) -> str:
+def insert_data_jobs(
+    schema: str, table: str, *, on_conflict: bool, returning: bool, notify: bool, trace_context: bool = False
+) -> str:
     """Insert a batch of jobs that carry nothing but their data: the common insert().
 
     Parameters: data (a JSON array of the jobs' data, a JSON null for a job without), name, and
@@ -180,10 +185,13 @@ def insert_data_jobs(schema: str, table: str, *, on_conflict: bool, returning: b
     only where no unique index can refuse a row (a standard queue: no id is given, no throttle
     slot is set): speculative insertion costs a second WAL record and the unique indexes'
     pre-checks per row, about a fifth of the statement's server time.
+
+    ``trace_context`` adds the column of fragments.written_extras().
     """
     conflict = "ON CONFLICT DO NOTHING" if on_conflict else ""
+    extra_columns, extra_values = fragments.written_extras(upsert_by_key=False, trace_context=trace_context)
     insert = f"""
-    INSERT INTO {schema}.{table} ({", ".join(fragments.INSERT_COLUMNS)})
+    INSERT INTO {schema}.{table} ({", ".join(fragments.INSERT_COLUMNS + extra_columns)})
     SELECT
       gen_random_uuid(),
       q.name,
@@ -204,7 +212,7 @@ def insert_data_jobs(schema: str, table: str, *, on_conflict: bool, returning: b
       q.retry_delay_max,
       q.policy,
       q.dead_letter,
-      q.heartbeat_seconds
+      q.heartbeat_seconds{extra_values}
     FROM {schema}.queue q
     CROSS JOIN jsonb_array_elements(%(data)s::jsonb) WITH ORDINALITY AS j (data, position)
     WHERE q.name = %(name)s
@@ -241,6 +249,7 @@ def fetch_jobs(
     group_tiers: bool = False,
     single_group: bool = False,
     ignore_groups: bool = False,
+    include_trace_context: bool = False,
 ) -> str:
     """Claim up to N waiting jobs of one queue: mark them active and return them.
 
@@ -269,6 +278,10 @@ def fetch_jobs(
     group_concurrency of 1 without tiers (group_limit 1), the common "one job of a group at a
     time": a candidate's group is then probed for an active job through job_i7, as pg-boss does,
     instead of counting every active job of the queue by group first.
+
+    ``include_trace_context`` returns each job's trace_context too (pg-boss 12.38's
+    includeTraceContext): the worker asks for it while spans are recorded, so that a job's
+    process span continues the trace its sender stored.
     """
     keyed = policy in ("singleton", "stately")
     strict_fifo = policy == "key_strict_fifo"
@@ -378,6 +391,8 @@ def fetch_jobs(
       )""")
         chosen = "within_group_limit"
     columns = JOB_COLUMNS if include_metadata else JOB_MIN_COLUMNS
+    if include_trace_context:
+        columns = (*columns, "trace_context")
     # The id comes back as text: a Job's id is a str, and psycopg would otherwise build a UUID
     # object for each row only for records.py to turn it into text again (about 2 us a row).
     returning = ", ".join("j.id::text AS id" if column == "id" else f"j.{column}" for column in columns)
@@ -472,6 +487,7 @@ def insert_job(
     on_conflict: bool,
     options: bool = True,
     upsert_by_key: bool = False,
+    trace_context: bool = False,
 ) -> str:
     """Insert one job: the statement behind send().
 
@@ -490,7 +506,8 @@ def insert_job(
     ``on_conflict`` adds ON CONFLICT DO NOTHING, how a policy or throttle slot drops a job. It is
     left out only when no unique index can refuse the row (a standard queue, no id given, no
     throttle slot): speculative insertion writes an extra WAL record per row, a real share of a
-    single send's cost. ``upsert_by_key`` adds the column of fragments.written_extras().
+    single send's cost. ``upsert_by_key`` and ``trace_context`` add the columns of
+    fragments.written_extras().
     """
 
     def option(key: str, cast: str, default: str) -> str:
@@ -511,7 +528,9 @@ def insert_job(
         )
     else:
         start_after, sources, singleton_on = f"{schema}.job_now()", "", "NULL"
-    extra_columns, extra_values = fragments.written_extras(upsert_by_key=upsert_by_key)
+    extra_columns, extra_values = fragments.written_extras(
+        upsert_by_key=upsert_by_key, trace_context=trace_context
+    )
     return f"""
     INSERT INTO {schema}.{table} ({", ".join(fragments.INSERT_COLUMNS + extra_columns)})
     SELECT

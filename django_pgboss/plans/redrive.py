@@ -173,14 +173,15 @@ def redrive(schema: str, table: str) -> str:
       INSERT INTO {schema}.job (
         id, name, data, priority, retry_limit, retry_backoff, retry_delay, retry_delay_max,
         expire_seconds, start_after, created_on, keep_until, deletion_seconds, policy,
-        singleton_key, group_id, group_tier, heartbeat_seconds, dead_letter, source_root_id
+        singleton_key, group_id, group_tier, heartbeat_seconds, dead_letter, source_root_id,
+        trace_context
       )
       SELECT
         c.new_id, q.name, m.data, m.priority, q.retry_limit, q.retry_backoff, q.retry_delay,
         q.retry_delay_max, q.expire_seconds, {schema}.job_now(), {schema}.job_now(),
         {schema}.job_now() + q.retention_seconds * interval '1s', q.deletion_seconds, q.policy,
         m.singleton_key, m.group_id, m.group_tier, q.heartbeat_seconds, q.dead_letter,
-        COALESCE(m.source_root_id, m.source_id)
+        COALESCE(m.source_root_id, m.source_id), m.trace_context
       FROM candidates c
       JOIN {schema}.{table} m ON m.name = %(name)s AND m.id = c.id
       JOIN {schema}.queue q ON q.name = {_destination("m")}

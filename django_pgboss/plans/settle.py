@@ -171,9 +171,13 @@ def fail_statement(
             "output": "(SELECT output FROM fail_output)",
             "heartbeat_on": "NULL",
         }
+        # trace_context is no Job field but is carried over as pg-boss 12.38 carries it, so a
+        # retry's process span continues the trace its send stored (upsert_by_key is not: a failed
+        # job is no upserted job waiting, as in 12.38).
+        columns = (*JOB_COLUMNS, "trace_context")
         return f"""
-      INSERT INTO {schema}.{table} ({", ".join(JOB_COLUMNS)})
-      SELECT {", ".join(changed.get(column, column) for column in JOB_COLUMNS)}
+      INSERT INTO {schema}.{table} ({", ".join(columns)})
+      SELECT {", ".join(changed.get(column, column) for column in columns)}
       FROM deleted_jobs"""
 
     retried = reinsert(
@@ -208,14 +212,14 @@ def fail_statement(
         name, priority, data, retry_limit, retry_backoff, retry_delay, start_after, created_on,
         keep_until, deletion_seconds, expire_seconds, singleton_key, group_id, group_tier,
         heartbeat_seconds, source_name, source_id, source_created_on, source_retry_count,
-        source_output, source_root_id
+        source_output, source_root_id, trace_context
       )
       SELECT
         r.dead_letter, r.priority, r.data, q.retry_limit, q.retry_backoff, q.retry_delay,
         {schema}.job_now(), {schema}.job_now(), {schema}.job_now() + q.retention_seconds * interval '1s',
         q.deletion_seconds, q.expire_seconds, r.singleton_key, r.group_id, r.group_tier,
         q.heartbeat_seconds, r.name, r.id, r.created_on, r.retry_count, r.output,
-        COALESCE(r.source_root_id, r.id)
+        COALESCE(r.source_root_id, r.id), r.trace_context
       FROM results r
       JOIN {schema}.queue q ON q.name = r.dead_letter
       WHERE r.state = 'failed'

@@ -75,6 +75,8 @@ class _Host:
         seconds = max(job.expire_in_seconds for job in jobs)
         self.worker._finish_unit(self.state, name, jobs, ("deadline", deadline_output(seconds)))
         self.worker.stats.add(deadlines=1)
+        # Its coroutine is still running: pg-boss's handler_overrun (raised off the loop).
+        self.worker._overruns.overrun(name, [job.id for job in jobs], seconds)
         logger.warning(
             "job(s) %s of %s passed their deadline (%gs): failed so they retry, their coroutine cancelled",
             job_ids(jobs),

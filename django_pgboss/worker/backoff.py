@@ -48,11 +48,18 @@ def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def when_reachable(attempt: Callable[[], T], stop: threading.Event, doing: str) -> T | None:
+def when_reachable(
+    attempt: Callable[[], T],
+    stop: threading.Event,
+    doing: str,
+    *,
+    on_first_failure: Callable[[BaseException], None] | None = None,
+) -> T | None:
     """``attempt()``, retried while the database cannot be reached, until ``stop`` is set.
 
     Logs one line when the database does not answer and one when it does; returns None when
     stopped first. Errors other than an unreachable database are raised as they are.
+    ``on_first_failure`` is told the first failure (the start_retry warning's hook).
     """
     failures = 0
     while True:
@@ -69,6 +76,8 @@ def when_reachable(attempt: Callable[[], T], stop: threading.Event, doing: str) 
                     one_line(exc),
                     doing,
                 )
+                if on_first_failure is not None:
+                    on_first_failure(exc)
             _close_all()
             if stop.wait(backoff_delay(exc, failures)):
                 return None

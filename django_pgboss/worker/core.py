@@ -28,6 +28,7 @@ from django_pgboss.records import Job
 from django_pgboss.worker import events
 from django_pgboss.worker.backoff import backoff_delay, one_line, worth_logging
 from django_pgboss.worker.listener import NotifyListener
+from django_pgboss.worker.overruns import HandlerOverruns
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.settler import SettleItem
 
@@ -220,6 +221,8 @@ class WorkerCore:
     # Async handlers' coroutines abandoned and still running (worker/async_handlers.py): they
     # count against the same limit, since one stuck in a sync call holds a thread as well.
     _abandoned_coroutines: int
+    # The handler_overrun warnings of the units the deadlines fail (worker/overruns.py).
+    _overruns: HandlerOverruns
     max_abandoned_threads: int
     exit_status: int
 

@@ -91,6 +91,8 @@ class Deadlines(HandlerThreads):
             for name, jobs in cancelled:
                 seconds, option = self._queues[name].deadline_seconds(jobs)
                 self._cancel(name, jobs, DEADLINE, f"the job passed its deadline ({option} {seconds})")
+                # Its handler is still running: pg-boss's handler_overrun.
+                self._overruns.overrun(name, [job.id for job in jobs], seconds)
 
     def _unit_deadline(self, unit: Unit) -> float | None:
         """The moment ``unit`` must be done by, or None once its jobs left in_flight."""

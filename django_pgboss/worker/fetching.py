@@ -80,6 +80,8 @@ class FetchLoops(WorkerCore):
                     min_priority=registration.min_priority,
                     max_priority=registration.max_priority,
                     ignore_groups=ignore,
+                    # A traced job's process span continues the context it was sent with.
+                    include_trace_context=traced,
                 )
                 state.last_fetched_at = time.time()
                 state.traced = traced

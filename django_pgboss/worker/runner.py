@@ -33,6 +33,7 @@ from django_pgboss import signals
 from django_pgboss.api.boss import Boss
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.api.queues import QueueStore
+from django_pgboss.api.warnings import start_retry
 from django_pgboss.arguments import INT8_MAX, boolean, integer, number
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
@@ -45,6 +46,7 @@ from django_pgboss.worker.fetching import FetchLoops
 from django_pgboss.worker.heartbeats import Heartbeats
 from django_pgboss.worker.instance import registrar
 from django_pgboss.worker.listener import NotifyListener
+from django_pgboss.worker.overruns import HandlerOverruns
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.settler import Settler
 from django_pgboss.worker.shutdown import Shutdown
@@ -137,12 +139,20 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
         # The worker's row in the instance registry (worker/instance.py); built here so that a bad
         # INSTANCE_* setting is refused with the other arguments.
         self._instance = registrar(self)
+        self._overruns = HandlerOverruns(
+            self.boss.context, instance_id=lambda: self._instance.id, sender=type(self)
+        )
 
     def run(self) -> WorkerStats:
         """Work until stop() (or, bursting, until every queue is empty); returns the stats."""
         names = [r.queue for r in self.registrations]
         found = when_reachable(
-            lambda: QueueStore(self.boss.context).all_queues(names), self._stopping, "the worker"
+            lambda: QueueStore(self.boss.context).all_queues(names),
+            self._stopping,
+            "the worker",
+            on_first_failure=lambda exc: start_retry(
+                self.boss.context, exc, doing="the worker", sender=type(self)
+            ),
         )
         if found is None:
             return self.stats
@@ -193,6 +203,9 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
                 self._check_abandoned()
         finally:
             self._shutdown()
+            # Before the registry's stop: the overrun rows name this instance (pg-boss flushes
+            # them on stop, while its pool is open).
+            self._overruns.stop()
             # After the drain, so a stopping worker reads as live until its handlers are done.
             self._instance.stop()
             signals.send(signals.worker_stopped, type(self), worker=self, stats=self.stats)

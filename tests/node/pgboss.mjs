@@ -41,6 +41,13 @@
 //       runs one pass of pg-boss's own monitor and maintenance over <queue> (boss.supervise(), with
 //       persistQueueStats), then prints the queue as boss.getQueue() reads it and its stats as
 //       boss.getQueueStats() reads them (with the percentiles, when given).
+//   node pgboss.mjs send-traced <connection string> <schema> <queue> <jobs JSON> <traceparent>
+//       send's boss.send() with openTelemetry.propagateContext and a propagator that injects
+//       {"traceparent": <traceparent>}: pg-boss's own send stores that carrier on each job (no
+//       OpenTelemetry SDK is installed beside pg-boss, so its send span has no ids of its own).
+//   node pgboss.mjs fetch-traced <connection string> <schema> <queue>
+//       boss.fetch() of up to 100 jobs with a propagator that records the carrier pg-boss reads
+//       back for each job it fetched; prints the jobs' ids and those carriers, then completes them.
 //
 // <schema> is spelled as a pg-boss user configures it: bare, or in double quotes when the name
 // needs them. pg-boss is resolved from PGBOSS_NODE_DIR, where scripts/test.sh installs it.
@@ -51,7 +58,18 @@ const require = createRequire(`${process.env.PGBOSS_NODE_DIR}/`)
 const { PgBoss } = await import(pathToFileURL(require.resolve('pg-boss')).href)
 
 const [command, connectionString, schema, ...args] = process.argv.slice(2)
+// The trace-context commands' propagator (pg-boss's openTelemetry.propagator option): it writes
+// the traceparent given to send-traced, and records what fetch-traced hands it to read.
+const extracted = []
+const propagator = {
+  inject (context, carrier, setter) { setter.set(carrier, 'traceparent', args[2]) },
+  extract (context, carrier) { extracted.push(carrier); return context },
+  fields () { return ['traceparent'] }
+}
 const boss = new PgBoss({
+  ...(command === 'send-traced' || command === 'fetch-traced'
+    ? { openTelemetry: { propagateContext: command === 'send-traced', propagator } }
+    : {}),
   connectionString,
   schema,
   supervise: false,
@@ -78,6 +96,16 @@ try {
     for (const { data, options } of JSON.parse(args[1])) {
       result.ids.push(await boss.send(args[0], data, options ?? {}))
     }
+  } else if (command === 'send-traced') {
+    result.ids = []
+    for (const { data, options } of JSON.parse(args[1])) {
+      result.ids.push(await boss.send(args[0], data, options ?? {}))
+    }
+  } else if (command === 'fetch-traced') {
+    const jobs = await boss.fetch(args[0], { batchSize: 100 })
+    result.ids = jobs.map((job) => job.id)
+    result.carriers = extracted
+    if (jobs.length) await boss.complete(args[0], jobs)
   } else if (command === 'update' || command === 'upsert') {
     result.results = []
     for (const request of JSON.parse(args[1])) {

@@ -17,6 +17,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_pgboss import arguments
+from django_pgboss import boss as default_boss
+from django_pgboss.api.warnings import start_retry
 from django_pgboss.exceptions import InvalidOption
 from django_pgboss.management import metrics_port
 from django_pgboss.management.console import configure_logging
@@ -110,8 +112,17 @@ class Command(BaseCommand):
                 max_abandoned_threads=options["max_abandoned_threads"],
             )
 
+        retried: list[bool] = []
+
+        def warn_start_retry(exc: BaseException) -> None:
+            # Once per start, as pg-boss's start_retry: the schema wait may reach the database
+            # several times.
+            if not retried:
+                retried.append(True)
+                start_retry(default_boss.context, exc, doing="the worker", sender=Worker)
+
         def reach() -> Worker | None:
-            return when_reachable(build, waiting, "the worker")
+            return when_reachable(build, waiting, "the worker", on_first_failure=warn_start_retry)
 
         try:
             # A burst drains what is there: on a database not migrated yet, it stops with the one
