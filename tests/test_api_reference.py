@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 import re
 from pathlib import Path
 
@@ -124,3 +125,50 @@ def test_every_rendered_name_has_a_docstring():
         if obj.docstring is None:
             undocumented.append(path)
     assert undocumented == [], f"mkdocstrings leaves these out, for want of a docstring: {undocumented}"
+
+
+# -- docs/pg-boss.md maps pg-boss 12.38.0's public API -----------------------------------------------
+
+
+def _pgboss_dist() -> Path:
+    """pg-boss 12.38.0's dist/ (scripts/test.sh installs it and sets PGBOSS_NODE_DIR)."""
+    node_dir = os.environ.get("PGBOSS_NODE_DIR")
+    dist = Path(node_dir or "/nonexistent") / "node_modules" / "pg-boss" / "dist"
+    if not (dist / "index.d.ts").is_file():
+        pytest.skip("pg-boss 12.38.0 is not installed (PGBOSS_NODE_DIR): scripts/test.sh installs it")
+    return dist
+
+
+def _interface_fields(types: str, name: str) -> list[str]:
+    body = re.search(rf"export interface {name}(?: extends [^{{]+)? \{{\n(.*?)\n\}}", types, re.DOTALL)
+    assert body, f"types.d.ts has no interface {name}"
+    text = re.sub(r"/\*\*.*?\*/", "", body.group(1), flags=re.DOTALL)
+    return re.findall(r"^    (\w+)\??:", text, flags=re.MULTILINE)
+
+
+def test_the_pgboss_page_maps_every_method_and_constructor_option():
+    dist = _pgboss_dist()
+    index = (dist / "index.d.ts").read_text()
+    page = (REFERENCE.parent / "pg-boss.md").read_text()
+    mapped = page.partition("## Every method and option")[2].partition("\n## ")[0]
+    klass = index.partition("export declare class PgBoss")[2].partition("\n}")[0]
+    methods = set(re.findall(r"^    (\w+)(?:<[^(]*>)?\(", klass, flags=re.MULTILINE)) - {"constructor"}
+    missing = sorted(m for m in methods if f"`{m}()`" not in mapped)
+    assert missing == [], f"docs/pg-boss.md does not map these PgBoss methods: {missing}"
+    types = (dist / "types.d.ts").read_text()
+    options = [
+        option
+        for interface in (
+            "DatabaseOptions",
+            "SchedulingOptions",
+            "MaintenanceOptions",
+            "BackendOptions",
+            "InstanceOptions",
+            "ConstructorOptions",
+            "OpenTelemetryOptions",
+        )
+        for option in _interface_fields(types, interface)
+    ]
+    # openTelemetry's own options are written `openTelemetry.enabled`, and so name it too.
+    missing = sorted({o for o in options if not re.search(rf"`(openTelemetry\.)?{o}(`|\.)", mapped)})
+    assert missing == [], f"docs/pg-boss.md does not map these constructor options: {missing}"
