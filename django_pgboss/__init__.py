@@ -40,8 +40,8 @@ from django_pgboss.records import DependencyRef, Job, QueueInfo, UpdateResult, U
 from django_pgboss.worker.registry import work
 from django_pgboss.worker.results import JobResult
 
-#: django_pgboss's version: the one source pyproject.toml reads (``python -m django_pgboss --version``).
 __version__ = "0.1.0"
+"""django_pgboss's version: the one source pyproject.toml reads (``python -m django_pgboss --version``)."""
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -15,7 +15,6 @@ from django.dispatch import receiver
 
 from django_pgboss.constants import DEFAULT_SCHEMA
 
-#: Every key settings.PGBOSS understands, with its default.
 DEFAULTS: dict[str, Any] = {
     # The PostgreSQL schema that holds pg-boss's tables. A pg-boss (Node) instance shares the queue
     # when it is configured with the same schema.
@@ -86,10 +85,11 @@ DEFAULTS: dict[str, Any] = {
     # written until a tracer provider is set; False writes nothing even then.
     "PROPAGATE_TRACE_CONTEXT": True,
 }
+"""Every key settings.PGBOSS understands, with its default."""
 
 
 class PgBossSettings:
-    """Attribute access to settings.PGBOSS with :data:`DEFAULTS` filled in."""
+    """Attribute access to settings.PGBOSS with ``DEFAULTS`` filled in."""
 
     def __init__(self) -> None:
         self._cache: dict[str, Any] | None = None
@@ -126,6 +126,8 @@ class PgBossSettings:
 
 
 pgboss_settings = PgBossSettings()
+"""settings.PGBOSS as the package reads it: ``pgboss_settings.SCHEMA``, ``pgboss_settings.DATABASE``
+..., each the project's value or its default."""
 
 
 @receiver(setting_changed)

@@ -10,13 +10,13 @@ import re
 
 from django.db import models
 
-#: The pg-boss schema version these migrations create (pg-boss 12.38).
 SCHEMA_VERSION = 46
-#: The version migration 0001 installs (pg-boss 12.35's); migrations 0005 to 0007 take it on.
+"""The pg-boss schema version these migrations create (pg-boss 12.38)."""
 INITIAL_SCHEMA_VERSION = 43
+"""The version migration 0001 installs (pg-boss 12.35's); migrations 0005 to 0007 take it on."""
 
-#: The schema used when settings.PGBOSS["SCHEMA"] is not set; pg-boss's own default.
 DEFAULT_SCHEMA = "pgboss"
+"""The schema used when settings.PGBOSS["SCHEMA"] is not set; pg-boss's own default."""
 
 
 class JobState(models.TextChoices):
@@ -46,17 +46,19 @@ class QueuePolicy(models.TextChoices):
     KEY_STRICT_FIFO = "key_strict_fifo"
 
 
-#: pg-boss's rule for queue names: ASCII letters, digits and ``_ . - /``.
 QUEUE_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-/]+\Z")
-#: Longest queue name we accept. pg-boss sets no bound of its own; partition tables are named by a
-#: hash of the queue name, so the bound only keeps names readable and btree entries small.
+"""pg-boss's rule for queue names: ASCII letters, digits and ``_ . - /``."""
 QUEUE_NAME_MAX_LENGTH = 255
+"""Longest queue name we accept. pg-boss sets no bound of its own; partition tables are named by a
+hash of the queue name, so the bound only keeps names readable and btree entries small.
+"""
 
-#: Longest schema name, in bytes: PostgreSQL silently truncates identifiers at 63 bytes, and
-#: pg-boss keeps room for the names it derives from the schema.
 SCHEMA_NAME_MAX_BYTES = 50
-#: A schema name that needs no quotes: what PostgreSQL stores when it is written bare.
+"""Longest schema name, in bytes: PostgreSQL silently truncates identifiers at 63 bytes, and
+pg-boss keeps room for the names it derives from the schema.
+"""
 BARE_IDENTIFIER_PATTERN = re.compile(r"^[a-z_][a-z0-9_]*\Z")
+"""A schema name that needs no quotes: what PostgreSQL stores when it is written bare."""
 
 
 class _Unset:
@@ -80,5 +82,5 @@ class _Unset:
         return "UNSET"
 
 
-#: "Not given": the default of update()'s and upsert()'s ``data``, where None means "clear it".
 UNSET = _Unset()
+"""The "not given" marker: the default of update()'s and upsert()'s ``data``, where None means "clear it"."""

@@ -1,4 +1,4 @@
-"""Exceptions raised by django_pgboss. Every one derives from :class:`PgBossError`."""
+"""Exceptions raised by django_pgboss. Every one derives from ``PgBossError``."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ The override is pg-boss's: a one-row table ``<schema>.__pgboss_test_clock`` hold
 session (a pg-boss instance on the same database, a connection of another test run) stays on the
 real clock. A pg-boss (Node) ``detectSchemaDrift()`` recognises the override as a test clock.
 
-Usage, in a test::
+Usage, in a test:
 
     from django_pgboss.testing import TestClock
 
@@ -41,8 +41,8 @@ from django_pgboss.db.identifiers import quote_schema
 
 __all__ = ["CLOCK_SETTING", "TestClock"]
 
-#: The session setting through which a connection opts into the test clock (pg-boss's name).
 CLOCK_SETTING = "pgboss.test_clock"
+"""The session setting through which a connection opts into the test clock (pg-boss's name)."""
 _CLOCK_TABLE = "__pgboss_test_clock"
 
 

@@ -152,7 +152,9 @@ def render(boss_class: type) -> str:
         summary = (inspect.getdoc(method) or "").split("\n\n")[0].replace("\n", " ")
         lines = [
             _wrap(f"async def a{name}(", params, f") -> {returns}:", "    "),
-            f'        """Async :meth:`Boss.{name}`: {summary}"""',
+            # A Markdown cross-reference (mkdocstrings' autorefs): the API reference renders each
+            # twin right after its method, linked to it.
+            f'        """Async twin of [`{name}()`][django_pgboss.Boss.{name}]: {summary}"""',
             _wrap(f'return await _twin(self, "{name}")(', call, ")", "        "),
         ]
         methods.append("\n".join(lines))

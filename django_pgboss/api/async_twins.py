@@ -47,19 +47,19 @@ class AsyncTwins:
     """The async twins, mixed into Boss: ``await boss.a<method>(...)`` for every method."""
 
     async def acreate_queue(self, name: str, **options: Any) -> None:
-        """Async :meth:`Boss.create_queue`: Create a queue; an existing queue of that name is left as it is."""
+        """Async twin of [`create_queue()`][django_pgboss.Boss.create_queue]: Create a queue; an existing queue of that name is left as it is."""
         return await _twin(self, "create_queue")(name, **options)
 
     async def aupdate_queue(self, name: str, **options: Any) -> None:
-        """Async :meth:`Boss.update_queue`: Change a queue's settings; policy and partition are fixed at creation."""
+        """Async twin of [`update_queue()`][django_pgboss.Boss.update_queue]: Change a queue's settings; policy and partition are fixed at creation."""
         return await _twin(self, "update_queue")(name, **options)
 
     async def adelete_queue(self, name: str) -> None:
-        """Async :meth:`Boss.delete_queue`: Delete a queue with all its jobs (its own table, when partitioned), schedules and subscriptions."""
+        """Async twin of [`delete_queue()`][django_pgboss.Boss.delete_queue]: Delete a queue with all its jobs (its own table, when partitioned), schedules and subscriptions."""
         return await _twin(self, "delete_queue")(name)
 
     async def aget_queue(self, name: str) -> QueueInfo | None:
-        """Async :meth:`Boss.get_queue`: The queue's settings, cached counts and throughput window, or None when it does not exist."""
+        """Async twin of [`get_queue()`][django_pgboss.Boss.get_queue]: The queue's settings, cached counts and throughput window, or None when it does not exist."""
         return await _twin(self, "get_queue")(name)
 
     async def aget_queues(
@@ -69,7 +69,7 @@ class AsyncTwins:
         limit: int | None = None,
         after: str | None = None,
     ) -> list[QueueInfo]:
-        """Async :meth:`Boss.get_queues`: The queues (or those named), in name order: a page of at most ``limit`` (None: 1,000; at most 100,000), after the queue name ``after`` (the previous page's last). A page shorter than ``limit`` is the last."""
+        """Async twin of [`get_queues()`][django_pgboss.Boss.get_queues]: The queues (or those named), in name order: a page of at most ``limit`` (None: 1,000; at most 100,000), after the queue name ``after`` (the previous page's last). A page shorter than ``limit`` is the last."""
         return await _twin(self, "get_queues")(names, limit=limit, after=after)
 
     async def afetch(
@@ -84,7 +84,7 @@ class AsyncTwins:
         ignore_start_after: bool = False,
         ignore_groups: Sequence[str] | None = None,
     ) -> list[Job]:
-        """Async :meth:`Boss.fetch`: Claim up to ``batch_size`` waiting jobs of a queue, highest priority then oldest first."""
+        """Async twin of [`fetch()`][django_pgboss.Boss.fetch]: Claim up to ``batch_size`` waiting jobs of a queue, highest priority then oldest first."""
         return await _twin(self, "fetch")(
             name,
             batch_size=batch_size,
@@ -104,35 +104,35 @@ class AsyncTwins:
         *,
         include_queued: bool = False,
     ) -> int:
-        """Async :meth:`Boss.complete`: Complete active jobs, storing ``output``; returns how many were completed."""
+        """Async twin of [`complete()`][django_pgboss.Boss.complete]: Complete active jobs, storing ``output``; returns how many were completed."""
         return await _twin(self, "complete")(name, jobs, output, include_queued=include_queued)
 
     async def afail(self, name: str, jobs: JobReference, output: Any = None) -> int:
-        """Async :meth:`Boss.fail`: Fail jobs with ``output`` (an exception is stored as its name, message and traceback)."""
+        """Async twin of [`fail()`][django_pgboss.Boss.fail]: Fail jobs with ``output`` (an exception is stored as its name, message and traceback)."""
         return await _twin(self, "fail")(name, jobs, output)
 
     async def acancel(self, name: str, jobs: JobReference) -> int:
-        """Async :meth:`Boss.cancel`: Cancel jobs that have not finished (fenced jobs: only their active attempt)."""
+        """Async twin of [`cancel()`][django_pgboss.Boss.cancel]: Cancel jobs that have not finished (fenced jobs: only their active attempt)."""
         return await _twin(self, "cancel")(name, jobs)
 
     async def adelete_job(self, name: str, jobs: JobReference) -> int:
-        """Async :meth:`Boss.delete_job`: Delete jobs in any state (fenced jobs: only their active attempt)."""
+        """Async twin of [`delete_job()`][django_pgboss.Boss.delete_job]: Delete jobs in any state (fenced jobs: only their active attempt)."""
         return await _twin(self, "delete_job")(name, jobs)
 
     async def atouch(self, name: str, jobs: JobReference) -> int:
-        """Async :meth:`Boss.touch`: Refresh the heartbeat of active jobs, so the monitor does not fail them as stalled."""
+        """Async twin of [`touch()`][django_pgboss.Boss.touch]: Refresh the heartbeat of active jobs, so the monitor does not fail them as stalled."""
         return await _twin(self, "touch")(name, jobs)
 
     async def aresume(self, name: str, ids: str | Sequence[str]) -> int:
-        """Async :meth:`Boss.resume`: Put cancelled jobs back in the queue; returns how many were resumed."""
+        """Async twin of [`resume()`][django_pgboss.Boss.resume]: Put cancelled jobs back in the queue; returns how many were resumed."""
         return await _twin(self, "resume")(name, ids)
 
     async def aretry(self, name: str, ids: str | Sequence[str]) -> int:
-        """Async :meth:`Boss.retry`: Give failed jobs one more attempt, right away; returns how many were retried."""
+        """Async twin of [`retry()`][django_pgboss.Boss.retry]: Give failed jobs one more attempt, right away; returns how many were retried."""
         return await _twin(self, "retry")(name, ids)
 
     async def aget_job_by_id(self, name: str, job_id: str) -> Job | None:
-        """Async :meth:`Boss.get_job_by_id`: The job with every column, or None when the queue holds no job with that id."""
+        """Async twin of [`get_job_by_id()`][django_pgboss.Boss.get_job_by_id]: The job with every column, or None when the queue holds no job with that id."""
         return await _twin(self, "get_job_by_id")(name, job_id)
 
     async def afind_jobs(
@@ -146,7 +146,7 @@ class AsyncTwins:
         limit: int | None = None,
         after: str | uuid.UUID | Job | None = None,
     ) -> list[Job]:
-        """Async :meth:`Boss.find_jobs`: Jobs of a queue, oldest first, filtered by id, singleton key, data (JSON containment: ``data={"customer": 7}`` matches jobs whose data holds that pair) and ``queued`` (waiting to run). A page of at most ``limit`` (None: 1,000; at most 100,000) after the job ``after`` (the previous page's last, or its id); a short page is the last."""
+        """Async twin of [`find_jobs()`][django_pgboss.Boss.find_jobs]: Jobs of a queue, oldest first, filtered by id, singleton key, data (JSON containment: ``data={"customer": 7}`` matches jobs whose data holds that pair) and ``queued`` (waiting to run). A page of at most ``limit`` (None: 1,000; at most 100,000) after the job ``after`` (the previous page's last, or its id); a short page is the last."""
         return await _twin(self, "find_jobs")(
             name,
             id=id,
@@ -163,7 +163,7 @@ class AsyncTwins:
         *,
         interval_seconds: float | None = None,
     ) -> PassReport:
-        """Async :meth:`Boss.supervise`: Run one monitor pass now (see django_pgboss.monitor): count the due queues (gauges, throughput, a queue_stats snapshot, the true-up), fail jobs past their expiry or heartbeat so they retry, and delete old jobs of queues whose retention is due. Any number of monitors may run it at once. A queue is counted and swept at most once per ``interval_seconds`` (default PGBOSS["MONITOR_INTERVAL_SECONDS"]), by whichever monitor claims it first. Returns the pass's PassReport."""
+        """Async twin of [`supervise()`][django_pgboss.Boss.supervise]: Run one monitor pass now (see django_pgboss.monitor): count the due queues (gauges, throughput, a queue_stats snapshot, the true-up), fail jobs past their expiry or heartbeat so they retry, and delete old jobs of queues whose retention is due. Any number of monitors may run it at once. A queue is counted and swept at most once per ``interval_seconds`` (default PGBOSS["MONITOR_INTERVAL_SECONDS"]), by whichever monitor claims it first. Returns the pass's PassReport."""
         return await _twin(self, "supervise")(queues, interval_seconds=interval_seconds)
 
     async def aget_reindex_commands(
@@ -175,7 +175,7 @@ class AsyncTwins:
         min_size_ratio: float | None = None,
         max_index_bytes: int | None = None,
     ) -> list[str]:
-        """Async :meth:`Boss.get_reindex_commands`: The statements that rebuild the bloated job indexes, for an operator to run (pg-boss's getReindexCommands()): a DROP INDEX CONCURRENTLY for each stub an interrupted rebuild left, then a REINDEX INDEX CONCURRENTLY per bloated index (every job index with ``force``). pg-boss's thresholds unless given; no size cap unless ``max_index_bytes``. Empty when nothing is bloated. Run them outside a transaction block (psql, or autocommit)."""
+        """Async twin of [`get_reindex_commands()`][django_pgboss.Boss.get_reindex_commands]: The statements that rebuild the bloated job indexes, for an operator to run (pg-boss's getReindexCommands()): a DROP INDEX CONCURRENTLY for each stub an interrupted rebuild left, then a REINDEX INDEX CONCURRENTLY per bloated index (every job index with ``force``). pg-boss's thresholds unless given; no size cap unless ``max_index_bytes``. Empty when nothing is bloated. Run them outside a transaction block (psql, or autocommit)."""
         return await _twin(self, "get_reindex_commands")(
             force=force,
             min_pages=min_pages,
@@ -185,11 +185,11 @@ class AsyncTwins:
         )
 
     async def aget_bam_status(self) -> list[BamStatus]:
-        """Async :meth:`Boss.get_bam_status`: The background index builds pg-boss's migrations queued (pg-boss's getBamStatus()): one BamStatus per status present (pending, in_progress, completed, failed) with its count and its newest command's created_on. The monitor's bam pass builds them (docs/operations.md)."""
+        """Async twin of [`get_bam_status()`][django_pgboss.Boss.get_bam_status]: The background index builds pg-boss's migrations queued (pg-boss's getBamStatus()): one BamStatus per status present (pending, in_progress, completed, failed) with its count and its newest command's created_on. The monitor's bam pass builds them (docs/operations.md)."""
         return await _twin(self, "get_bam_status")()
 
     async def aget_bam_entries(self) -> list[BamEntry]:
-        """Async :meth:`Boss.get_bam_entries`: Every queued background index build, by migration version and then as queued (pg-boss's getBamEntries()), with its statement, status, last error and times."""
+        """Async twin of [`get_bam_entries()`][django_pgboss.Boss.get_bam_entries]: Every queued background index build, by migration version and then as queued (pg-boss's getBamEntries()), with its statement, status, last error and times."""
         return await _twin(self, "get_bam_entries")()
 
     async def aget_instances(
@@ -198,7 +198,7 @@ class AsyncTwins:
         limit: int | None = None,
         after: str | uuid.UUID | Instance | None = None,
     ) -> list[Instance]:
-        """Async :meth:`Boss.get_instances`: The processes registered in the instance registry, pg-boss (Node) instances and django_pgboss workers and monitors alike, in start order (pg-boss's getInstances())."""
+        """Async twin of [`get_instances()`][django_pgboss.Boss.get_instances]: The processes registered in the instance registry, pg-boss (Node) instances and django_pgboss workers and monitors alike, in start order (pg-boss's getInstances())."""
         return await _twin(self, "get_instances")(limit=limit, after=after)
 
     async def aget_queue_stats(
@@ -214,7 +214,7 @@ class AsyncTwins:
         force: bool = False,
         percentiles: Sequence[float] | None = None,
     ) -> list[StatsPoint]:
-        """Async :meth:`Boss.get_queue_stats`: A queue's history from the monitor's snapshots, newest first."""
+        """Async twin of [`get_queue_stats()`][django_pgboss.Boss.get_queue_stats]: A queue's history from the monitor's snapshots, newest first."""
         return await _twin(self, "get_queue_stats")(
             name,
             start=start,
@@ -238,11 +238,11 @@ class AsyncTwins:
         missed: str = "skip",
         **send_options: Any,
     ) -> None:
-        """Async :meth:`Boss.schedule`: Send ``data`` to queue ``name`` on every occurrence of ``cron``, in time zone ``tz``."""
+        """Async twin of [`schedule()`][django_pgboss.Boss.schedule]: Send ``data`` to queue ``name`` on every occurrence of ``cron``, in time zone ``tz``."""
         return await _twin(self, "schedule")(name, cron, data, tz=tz, key=key, missed=missed, **send_options)
 
     async def aunschedule(self, name: str, key: str = "") -> None:
-        """Async :meth:`Boss.unschedule`: Remove the schedule (name, key)."""
+        """Async twin of [`unschedule()`][django_pgboss.Boss.unschedule]: Remove the schedule (name, key)."""
         return await _twin(self, "unschedule")(name, key)
 
     async def aget_schedules(
@@ -253,11 +253,11 @@ class AsyncTwins:
         limit: int | None = None,
         after: Schedule | None = None,
     ) -> list[Schedule]:
-        """Async :meth:`Boss.get_schedules`: Every schedule, the queue's, or (with ``key``) the queue's one of that key, in name and key order. A ``key`` without a ``name`` is ignored, as pg-boss ignores it: every schedule. A page of at most ``limit`` (None: 1,000; at most 100,000) after the Schedule ``after`` (the previous page's last); a short page is the last."""
+        """Async twin of [`get_schedules()`][django_pgboss.Boss.get_schedules]: Every schedule, the queue's, or (with ``key``) the queue's one of that key, in name and key order. A ``key`` without a ``name`` is ignored, as pg-boss ignores it: every schedule. A page of at most ``limit`` (None: 1,000; at most 100,000) after the Schedule ``after`` (the previous page's last); a short page is the last."""
         return await _twin(self, "get_schedules")(name, key, limit=limit, after=after)
 
     async def aget_schedule(self, name: str, key: str = "") -> Schedule | None:
-        """Async :meth:`Boss.get_schedule`: The schedule (name, key), or None."""
+        """Async twin of [`get_schedule()`][django_pgboss.Boss.get_schedule]: The schedule (name, key), or None."""
         return await _twin(self, "get_schedule")(name, key)
 
     async def apreview_schedule(
@@ -268,27 +268,27 @@ class AsyncTwins:
         start: dt.datetime | None = None,
         count: int = 10,
     ) -> list[dt.datetime]:
-        """Async :meth:`Boss.preview_schedule`: The next ``count`` (1 to 1,000) occurrences of a cron expression or RFC 5545 rule in ``tz``, strictly after ``start`` (default: the database's clock, as the timekeeper reads it), as aware UTC datetimes; nothing is read or written but the clock."""
+        """Async twin of [`preview_schedule()`][django_pgboss.Boss.preview_schedule]: The next ``count`` (1 to 1,000) occurrences of a cron expression or RFC 5545 rule in ``tz``, strictly after ``start`` (default: the database's clock, as the timekeeper reads it), as aware UTC datetimes; nothing is read or written but the clock."""
         return await _twin(self, "preview_schedule")(expression, tz=tz, start=start, count=count)
 
     async def asubscribe(self, event: str, name: str) -> None:
-        """Async :meth:`Boss.subscribe`: Subscribe queue ``name`` to ``event``: every publish(event) sends it a job."""
+        """Async twin of [`subscribe()`][django_pgboss.Boss.subscribe]: Subscribe queue ``name`` to ``event``: every publish(event) sends it a job."""
         return await _twin(self, "subscribe")(event, name)
 
     async def aunsubscribe(self, event: str, name: str) -> None:
-        """Async :meth:`Boss.unsubscribe`: Stop sending ``event`` to queue ``name`` (nothing happens if it was not subscribed)."""
+        """Async twin of [`unsubscribe()`][django_pgboss.Boss.unsubscribe]: Stop sending ``event`` to queue ``name`` (nothing happens if it was not subscribed)."""
         return await _twin(self, "unsubscribe")(event, name)
 
     async def apublish(self, event: str, data: Any = None, **options: Any) -> dict[str, str | None]:
-        """Async :meth:`Boss.publish`: Send one job to every queue subscribed to ``event``, all in one transaction."""
+        """Async twin of [`publish()`][django_pgboss.Boss.publish]: Send one job to every queue subscribed to ``event``, all in one transaction."""
         return await _twin(self, "publish")(event, data, **options)
 
     async def asend(self, name: str, data: Any = None, **options: Any) -> str | None:
-        """Async :meth:`Boss.send`: Send one job and return its id, or None when the queue's policy or a throttle slot dropped it."""
+        """Async twin of [`send()`][django_pgboss.Boss.send]: Send one job and return its id, or None when the queue's policy or a throttle slot dropped it."""
         return await _twin(self, "send")(name, data, **options)
 
     async def asend_after(self, name: str, data: Any, after: Any, **options: Any) -> str | None:
-        """Async :meth:`Boss.send_after`: send() with start_after ``after``, in any form send() takes (seconds, a datetime, "1 hour", ...)."""
+        """Async twin of [`send_after()`][django_pgboss.Boss.send_after]: send() with start_after ``after``, in any form send() takes (seconds, a datetime, "1 hour", ...)."""
         return await _twin(self, "send_after")(name, data, after, **options)
 
     async def asend_throttled(
@@ -299,7 +299,7 @@ class AsyncTwins:
         key: str | None = None,
         **options: Any,
     ) -> str | None:
-        """Async :meth:`Boss.send_throttled`: Send at most one job per ``seconds``-long slot (per key); extra sends return None."""
+        """Async twin of [`send_throttled()`][django_pgboss.Boss.send_throttled]: Send at most one job per ``seconds``-long slot (per key); extra sends return None."""
         return await _twin(self, "send_throttled")(name, data, seconds, key, **options)
 
     async def asend_debounced(
@@ -310,7 +310,7 @@ class AsyncTwins:
         key: str | None = None,
         **options: Any,
     ) -> str | None:
-        """Async :meth:`Boss.send_debounced`: Like send_throttled(), but a send into a taken slot is queued once for the next slot."""
+        """Async twin of [`send_debounced()`][django_pgboss.Boss.send_debounced]: Like send_throttled(), but a send into a taken slot is queued once for the next slot."""
         return await _twin(self, "send_debounced")(name, data, seconds, key, **options)
 
     async def ainsert(
@@ -320,7 +320,7 @@ class AsyncTwins:
         *,
         return_ids: bool = False,
     ) -> list[str] | None:
-        """Async :meth:`Boss.insert`: Insert many jobs in one statement; each dict has "data" and any send() option."""
+        """Async twin of [`insert()`][django_pgboss.Boss.insert]: Insert many jobs in one statement; each dict has "data" and any send() option."""
         return await _twin(self, "insert")(name, jobs, return_ids=return_ids)
 
     async def aupdate(
@@ -333,7 +333,7 @@ class AsyncTwins:
         match: str = "newest",
         **options: Any,
     ) -> UpdateResult:
-        """Async :meth:`Boss.update`: Edit jobs that have not started yet (created or waiting to retry); returns an UpdateResult."""
+        """Async twin of [`update()`][django_pgboss.Boss.update]: Edit jobs that have not started yet (created or waiting to retry); returns an UpdateResult."""
         return await _twin(self, "update")(
             name,
             data,
@@ -352,19 +352,19 @@ class AsyncTwins:
         match: str = "newest",
         **options: Any,
     ) -> UpsertResult:
-        """Async :meth:`Boss.upsert`: Edit the waiting job(s) of ``singleton_key`` as update() does, or send one when there is none."""
+        """Async twin of [`upsert()`][django_pgboss.Boss.upsert]: Edit the waiting job(s) of ``singleton_key`` as update() does, or send one when there is none."""
         return await _twin(self, "upsert")(name, data, singleton_key=singleton_key, match=match, **options)
 
     async def adelete_queued_jobs(self, name: str, *, batch_size: int = 1000) -> int:
-        """Async :meth:`Boss.delete_queued_jobs`: Delete the queue's jobs that have not started (created or waiting to retry); returns how many."""
+        """Async twin of [`delete_queued_jobs()`][django_pgboss.Boss.delete_queued_jobs]: Delete the queue's jobs that have not started (created or waiting to retry); returns how many."""
         return await _twin(self, "delete_queued_jobs")(name, batch_size=batch_size)
 
     async def adelete_stored_jobs(self, name: str, *, batch_size: int = 1000) -> int:
-        """Async :meth:`Boss.delete_stored_jobs`: Delete the queue's finished jobs (completed, cancelled, failed), in batches; returns how many."""
+        """Async twin of [`delete_stored_jobs()`][django_pgboss.Boss.delete_stored_jobs]: Delete the queue's finished jobs (completed, cancelled, failed), in batches; returns how many."""
         return await _twin(self, "delete_stored_jobs")(name, batch_size=batch_size)
 
     async def adelete_all_jobs(self, name: str | None = None, *, batch_size: int = 1000) -> int:
-        """Async :meth:`Boss.delete_all_jobs`: Delete every job of the queue, active ones too, or of every queue when ``name`` is None."""
+        """Async twin of [`delete_all_jobs()`][django_pgboss.Boss.delete_all_jobs]: Delete every job of the queue, active ones too, or of every queue when ``name`` is None."""
         return await _twin(self, "delete_all_jobs")(name, batch_size=batch_size)
 
     async def aget_blocked_keys(
@@ -374,11 +374,11 @@ class AsyncTwins:
         limit: int | None = None,
         after: str | None = None,
     ) -> list[str]:
-        """Async :meth:`Boss.get_blocked_keys`: The keys of a key_strict_fifo queue held up by a failed job, in key order: a page of at most ``limit`` (None: 1,000; at most 100,000) after the key ``after``."""
+        """Async twin of [`get_blocked_keys()`][django_pgboss.Boss.get_blocked_keys]: The keys of a key_strict_fifo queue held up by a failed job, in key order: a page of at most ``limit`` (None: 1,000; at most 100,000) after the key ``after``."""
         return await _twin(self, "get_blocked_keys")(name, limit=limit, after=after)
 
     async def aflow(self, jobs: Sequence[FlowJob | Mapping[str, Any]]) -> dict[str, str]:
-        """Async :meth:`Boss.flow`: Insert a graph of jobs in which each job runs only once the jobs it depends on completed (pg-boss's flow()); returns each job's id by its ref."""
+        """Async twin of [`flow()`][django_pgboss.Boss.flow]: Insert a graph of jobs in which each job runs only once the jobs it depends on completed (pg-boss's flow()); returns each job's id by its ref."""
         return await _twin(self, "flow")(jobs)
 
     async def aget_dependencies(
@@ -389,7 +389,7 @@ class AsyncTwins:
         limit: int | None = None,
         after: DependencyRef | None = None,
     ) -> list[DependencyRef]:
-        """Async :meth:`Boss.get_dependencies`: The jobs job (``name``, ``job_id``) depends on (its parents), as DependencyRef(name, id), in that order: a page of at most ``limit`` (None: 1,000) after the DependencyRef ``after``."""
+        """Async twin of [`get_dependencies()`][django_pgboss.Boss.get_dependencies]: The jobs job (``name``, ``job_id``) depends on (its parents), as DependencyRef(name, id), in that order: a page of at most ``limit`` (None: 1,000) after the DependencyRef ``after``."""
         return await _twin(self, "get_dependencies")(name, job_id, limit=limit, after=after)
 
     async def aget_dependents(
@@ -400,11 +400,11 @@ class AsyncTwins:
         limit: int | None = None,
         after: DependencyRef | None = None,
     ) -> list[DependencyRef]:
-        """Async :meth:`Boss.get_dependents`: The jobs that depend on job (``name``, ``job_id``) (its children), paged as get_dependencies()."""
+        """Async twin of [`get_dependents()`][django_pgboss.Boss.get_dependents]: The jobs that depend on job (``name``, ``job_id``) (its children), paged as get_dependencies()."""
         return await _twin(self, "get_dependents")(name, job_id, limit=limit, after=after)
 
     async def aget_parent_outputs(self, name: str, job_id: str | uuid.UUID) -> dict[DependencyRef, Any]:
-        """Async :meth:`Boss.get_parent_outputs`: The outputs of the job's completed parents, by DependencyRef: what a flow job's handler reads its inputs from (``boss.get_parent_outputs(job.name, job.id)``). A parent deleted since (retention, delete_after_seconds) is left out."""
+        """Async twin of [`get_parent_outputs()`][django_pgboss.Boss.get_parent_outputs]: The outputs of the job's completed parents, by DependencyRef: what a flow job's handler reads its inputs from (``boss.get_parent_outputs(job.name, job.id)``). A parent deleted since (retention, delete_after_seconds) is left out."""
         return await _twin(self, "get_parent_outputs")(name, job_id)
 
     async def aget_flow_jobs(
@@ -415,15 +415,15 @@ class AsyncTwins:
         parents: bool,
         limit: int | None = None,
     ) -> list[RelatedJob]:
-        """Async :meth:`Boss.get_flow_jobs`: The job's parents (``parents=True``) or children (at most ``limit``), with state and output."""
+        """Async twin of [`get_flow_jobs()`][django_pgboss.Boss.get_flow_jobs]: The job's parents (``parents=True``) or children (at most ``limit``), with state and output."""
         return await _twin(self, "get_flow_jobs")(name, job_id, parents=parents, limit=limit)
 
     async def aget_flow(self, name: str, job_id: str | uuid.UUID) -> FlowGraph:
-        """Async :meth:`Boss.get_flow`: The whole flow of job (``name``, ``job_id``): every job linked to it, and the edges."""
+        """Async twin of [`get_flow()`][django_pgboss.Boss.get_flow]: The whole flow of job (``name``, ``job_id``): every job linked to it, and the edges."""
         return await _twin(self, "get_flow")(name, job_id)
 
     async def aresolve_flow(self, queues: Iterable[str] | None = None) -> int:
-        """Async :meth:`Boss.resolve_flow`: Run a flow pass now (pg-boss's resolveFlow()): unblock the children of every completed parent of ``queues`` (default all) whose other parents completed too. The monitor runs one every PGBOSS["FLOW_INTERVAL_SECONDS"]; this one skips that cadence. Returns how many completed parents were resolved. Each batch that resolved any sends signals.flow_resolved (sender Boss), as pg-boss's resolveFlow() emits its ``flow`` event."""
+        """Async twin of [`resolve_flow()`][django_pgboss.Boss.resolve_flow]: Run a flow pass now (pg-boss's resolveFlow()): unblock the children of every completed parent of ``queues`` (default all) whose other parents completed too. The monitor runs one every PGBOSS["FLOW_INTERVAL_SECONDS"]; this one skips that cadence. Returns how many completed parents were resolved. Each batch that resolved any sends signals.flow_resolved (sender Boss), as pg-boss's resolveFlow() emits its ``flow`` event."""
         return await _twin(self, "resolve_flow")(queues)
 
     async def aredrive(
@@ -437,7 +437,7 @@ class AsyncTwins:
         ids: str | uuid.UUID | Job | Sequence[str | uuid.UUID | Job] | None = None,
         limit: int = 1000,
     ) -> RedriveResult:
-        """Async :meth:`Boss.redrive`: Move waiting jobs out of dead-letter queue ``dlq_name``, oldest first, at most ``limit``."""
+        """Async twin of [`redrive()`][django_pgboss.Boss.redrive]: Move waiting jobs out of dead-letter queue ``dlq_name``, oldest first, at most ``limit``."""
         return await _twin(self, "redrive")(
             dlq_name,
             destination=destination,
@@ -459,7 +459,7 @@ class AsyncTwins:
         ids: str | uuid.UUID | Job | Sequence[str | uuid.UUID | Job] | None = None,
         limit: int | None = None,
     ) -> RedrivePreview:
-        """Async :meth:`Boss.preview_redrive`: What redrive() with the same filter would find, without changing anything."""
+        """Async twin of [`preview_redrive()`][django_pgboss.Boss.preview_redrive]: What redrive() with the same filter would find, without changing anything."""
         return await _twin(self, "preview_redrive")(
             dlq_name,
             destination=destination,
@@ -471,7 +471,7 @@ class AsyncTwins:
         )
 
     async def aget_lineage(self, job_id: str | uuid.UUID | Job, *, name: str | None = None) -> list[Job]:
-        """Async :meth:`Boss.get_lineage`: Every job of the dead-letter chain that job (``name``, ``job_id``) belongs to, oldest first."""
+        """Async twin of [`get_lineage()`][django_pgboss.Boss.get_lineage]: Every job of the dead-letter chain that job (``name``, ``job_id``) belongs to, oldest first."""
         return await _twin(self, "get_lineage")(job_id, name=name)
 
 

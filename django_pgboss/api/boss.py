@@ -53,8 +53,8 @@ class Boss(AsyncTwins):
     addresses another, and ``Boss(context=...)`` runs on an existing database context. Instances
     are cheap and thread-safe: each call takes a cursor on the calling thread's Django connection.
 
-    Every method has an async twin, ``a`` + its name (``await boss.asend(...)``, api/async_twins.py),
-    and refuses to run on a running event loop, naming that twin (api/event_loop.py).
+    Every method has an async twin, ``a`` + its name (``await boss.asend(...)``), and refuses to
+    run on a running event loop with an error that names that twin.
     """
 
     def __init__(
@@ -672,5 +672,5 @@ class Boss(AsyncTwins):
         return self._dead_letters.get_lineage(job_id, name=name)
 
 
-#: The default Boss, bound to settings.PGBOSS["DATABASE"] and ["SCHEMA"] at each call.
 boss = Boss()
+"""The default Boss, bound to settings.PGBOSS["DATABASE"] and ["SCHEMA"] at each call."""
