@@ -304,3 +304,24 @@ def test_an_unknown_queue_or_check_says_so_in_one_line():
     assert bad.stderr.strip().splitlines() == [
         "CommandError: --checks: disk is not a check; the checks are monitor, queues, instances, or none"
     ]
+
+
+def test_pg_boss_internal_queues_are_judged_but_listed_only_on_request():
+    boss.create_queue("__pgboss__send-it", warning_queue_size=1)
+    boss.create_queue("work")
+    boss.send("__pgboss__send-it", {"n": 1})
+    boss.send("__pgboss__send-it", {"n": 2})
+    assert run_monitor("--once").returncode == 0
+
+    result = status("--checks", "queues")
+    assert result.returncode == 1
+    assert "Queues (1 of pg-boss's internal queues not shown: --internal)" in result.stdout
+    assert [row["QUEUE"] for row in section(result.stdout, "Queues")] == ["work"]
+    assert check_line(result.stdout, "queues").endswith(
+        "__pgboss__send-it has 2 queued, over its warning size of 1"
+    )
+    listed = status("--checks", "queues", "--internal")
+    assert [row["QUEUE"] for row in section(listed.stdout, "Queues")] == ["__pgboss__send-it", "work"]
+    code, named = status_json("--checks", "none", "--queue", "__pgboss__send-it")
+    assert code == 0 and [q["name"] for q in named["queues"]] == ["__pgboss__send-it"]
+    assert named["internal_queues_not_shown"] == 0

@@ -58,8 +58,10 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
 
 
 def _queues(status: Status) -> list[str]:
+    hidden = status.internal_queues_not_shown
+    internal = f" ({hidden} of pg-boss's internal queues not shown: --internal)" if hidden else ""
     if not status.queues:
-        return ["Queues: none"]
+        return [f"Queues: none{internal}"]
     header = (
         "QUEUE",
         "QUEUED",
@@ -96,7 +98,7 @@ def _queues(status: Status) -> list[str]:
         for q in status.queues
     ]
     dead_letters = [f"  {q.name} -> {q.dead_letter}" for q in status.queues if q.dead_letter]
-    lines = ["Queues", *table(header, rows)]
+    lines = [f"Queues{internal}", *table(header, rows)]
     if dead_letters:
         lines += ["Dead letter queues (failed jobs go to)", *dead_letters]
     return lines

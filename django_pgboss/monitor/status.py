@@ -24,6 +24,7 @@ from typing import Any
 from django_pgboss.api.instances import InstanceStore
 from django_pgboss.api.queues import QueueStore
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.constants import INTERNAL_QUEUE_PREFIX
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
 from django_pgboss.observability.queues import read_queues
@@ -166,6 +167,8 @@ class Status:
     schema: str
     now: dt.datetime
     queues: list[QueueStatus]
+    #: How many of pg-boss's internal queues were judged but not listed.
+    internal_queues_not_shown: int
     #: The live and stale instances (of the host and queues asked about).
     instances: list[InstanceStatus]
     #: How many stopped or replaced instances the registry still keeps there, not listed.
@@ -196,6 +199,7 @@ class Status:
                 {"name": c.name, "ok": c.ok, "enforced": c.enforced, "detail": c.detail} for c in self.checks
             ],
             "queues": [_queue_json(q) for q in self.queues],
+            "internal_queues_not_shown": self.internal_queues_not_shown,
             "instances": [_instance_json(i) for i in self.instances],
             "instances_not_shown": self.instances_not_shown,
             "monitor": {
@@ -228,11 +232,13 @@ def read_status(
     host: str | None = None,
     enforce: Iterable[str] = CHECKS,
     warnings_window_seconds: int = 3600,
+    internal: bool = False,
 ) -> Status:
     """Read and judge the status of ``context``'s schema (default settings.PGBOSS's).
 
     ``queues`` narrows the report to those queues (and the instances working them, besides the
-    monitors); ``host`` narrows the instances to that host, and then its instances check also fails
+    monitors). pg-boss's internal queues (``__pgboss__send-it``) are judged with the others but
+    listed only with ``internal`` or when ``queues`` names them. ``host`` narrows the instances to that host, and then its instances check also fails
     when the host has no live instance (a liveness probe's question). ``enforce`` names the checks
     (of :data:`CHECKS`) that count towards :attr:`Status.ok`. Raises QueueNotFound naming a queue of
     ``queues`` that does not exist, SchemaNotInstalled on a database never migrated.
@@ -250,6 +256,11 @@ def read_status(
         if missing:
             raise QueueNotFound(f"no queue named {', '.join(repr(name) for name in missing)}")
     queue_rows = _queue_statuses(context, infos, queues is not None)
+    hidden_queues = {
+        q.name
+        for q in queue_rows
+        if not internal and queues is None and q.name.startswith(INTERNAL_QUEUE_PREFIX)
+    }
     everyone = _all_instances(store)
     supervisors = [i for i in everyone if i.live and i.supervise]
     shown = [
@@ -269,7 +280,8 @@ def read_status(
         using=context.using,
         schema=context.schema,
         now=now,
-        queues=queue_rows,
+        queues=[q for q in queue_rows if q.name not in hidden_queues],
+        internal_queues_not_shown=len(hidden_queues),
         instances=[i for i in shown if i.state in ("live", "stale")],
         instances_not_shown=sum(1 for i in shown if i.state not in ("live", "stale")),
         monitor=monitor,

@@ -44,6 +44,11 @@ class Command(BaseCommand):
             "--queue", action="append", dest="queues", metavar="Q", help="only this queue (repeatable)"
         )
         parser.add_argument(
+            "--internal",
+            action="store_true",
+            help="also list pg-boss's internal queues (__pgboss__send-it); they are judged either way",
+        )
+        parser.add_argument(
             "--host", help="only the instances on this host; its instances check then needs one of them live"
         )
         parser.add_argument(
@@ -76,6 +81,7 @@ class Command(BaseCommand):
                 host=options["host"],
                 enforce=enforce,
                 warnings_window_seconds=window,
+                internal=options["internal"],
             )
         except SchemaError:
             raise  # SchemaNotInstalled: a CommandError already, saying to run migrate.
