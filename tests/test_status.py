@@ -9,6 +9,7 @@ import re
 import signal
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -51,6 +52,14 @@ def section(text: str, title: str) -> list[dict[str, str]]:
     return [dict(zip(columns, re.split(r"\s{2,}", row), strict=True)) for row in rows]
 
 
+def documented_json() -> dict:
+    """The example --json document of docs/monitoring.md."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "monitoring.md").read_text()
+    return json.loads(
+        page.split("### pgboss_status --json", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    )
+
+
 def check_line(text: str, name: str) -> str:
     """The Checks section's line of check ``name``, without its indentation."""
     return next(line.strip() for line in text.splitlines() if re.match(rf"  {name}\s+(ok|FAIL)\s", line))
@@ -90,9 +99,9 @@ def test_a_live_worker_and_monitor_pass_every_check_in_text_and_json():
             "0",
             "0",
         )
-        assert re.fullmatch(r"\d+s", waiting["OLDEST READY"])
+        assert re.fullmatch(r"(\d+m )?\d+s", waiting["OLDEST READY"])
         assert waiting["DLQ DEPTH"] == "-" and queues["dlq"]["DLQ DEPTH"] == "0"
-        assert waiting["WARN OVER"] == "10000" and re.fullmatch(r"\d+s ago", waiting["COUNTED"])
+        assert waiting["WARN OVER"] == "10000" and re.fullmatch(r"(\d+m )?\d+s ago", waiting["COUNTED"])
         assert "  waiting -> dlq" in text.splitlines()
         instances = {row["PID"]: row for row in section(text, "Instances")}
         assert set(instances) == {str(worker.pid), str(monitor.pid)}
@@ -102,14 +111,14 @@ def test_a_live_worker_and_monitor_pass_every_check_in_text_and_json():
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+s ago\)", worker_row["LAST HEARTBEAT"])
         assert (monitor_row["ROLE"], monitor_row["QUEUES (CONCURRENCY)"]) == ("monitor", "-")
         assert re.search(
-            r"^Monitor: last pass \S+ \S+ UTC \(\d+s ago\), a pass every 60s; 1 live monitor\(s\) in the "
+            r"^Monitor: last pass \S+ \S+ UTC \((\d+m )?\d+s ago\), a pass every 60s; 1 live monitor\(s\) in the "
             r"instance registry$",
             text,
             re.MULTILINE,
         )
         assert 'Warnings: not persisted (PGBOSS["PERSIST_WARNINGS"] is off)' in text
         assert re.fullmatch(
-            r"monitor\s+ok\s+1 live monitor\(s\), last pass \d+s ago", check_line(text, "monitor")
+            r"monitor\s+ok\s+1 live monitor\(s\), last pass (\d+m )?\d+s ago", check_line(text, "monitor")
         )
         assert check_line(text, "queues").endswith("3 queue(s) within their warning size")
         assert check_line(text, "instances").endswith("2 live, none stale")
@@ -143,6 +152,13 @@ def test_a_live_worker_and_monitor_pass_every_check_in_text_and_json():
         assert document["monitor"]["supervisors"] == [monitor_id]
         assert document["monitor"]["interval_seconds"] == 60
         assert document["warnings"] == {"persisted": False, "window_seconds": 3600, "items": []}
+        # The document has the keys docs/monitoring.md documents, at every level it shows.
+        documented = documented_json()
+        assert list(document) == list(documented)
+        assert list(by_name["waiting"]) == list(documented["queues"][0])
+        assert list(document["instances"][0]) == list(documented["instances"][0])
+        assert list(document["monitor"]) == list(documented["monitor"])
+        assert list(document["checks"][0]) == list(documented["checks"][0])
 
         # --queue narrows the queues, and the instances to the monitors and that queue's workers.
         code, narrowed = status_json("--queue", "waiting")
