@@ -341,3 +341,11 @@ def test_pg_boss_internal_queues_are_judged_but_listed_only_on_request():
     code, named = status_json("--checks", "none", "--queue", "__pgboss__send-it")
     assert code == 0 and [q["name"] for q in named["queues"]] == ["__pgboss__send-it"]
     assert named["internal_queues_not_shown"] == 0
+
+
+def test_a_database_it_cannot_reach_says_so_in_one_line():
+    result = status(DATABASE_URL="postgres://postgres@127.0.0.1:1/pgboss")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("CommandError: database 'default': ") and "127.0.0.1" in line

@@ -238,9 +238,10 @@ def read_status(
 
     ``queues`` narrows the report to those queues (and the instances working them, besides the
     monitors). pg-boss's internal queues (``__pgboss__send-it``) are judged with the others but
-    listed only with ``internal`` or when ``queues`` names them. ``host`` narrows the instances to that host, and then its instances check also fails
-    when the host has no live instance (a liveness probe's question). ``enforce`` names the checks
-    (of :data:`CHECKS`) that count towards :attr:`Status.ok`. Raises QueueNotFound naming a queue of
+    listed only with ``internal`` or when ``queues`` names them. ``host`` narrows the instances to
+    that host, and then its instances check also fails when the host has no live instance (a
+    liveness probe's question). ``enforce`` names the checks (of :data:`CHECKS`) that count towards
+    :attr:`Status.ok`. Raises InvalidOption for an unknown check, QueueNotFound naming a queue of
     ``queues`` that does not exist, SchemaNotInstalled on a database never migrated.
     """
     context = context or DatabaseContext()

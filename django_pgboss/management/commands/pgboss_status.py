@@ -55,7 +55,10 @@ class Command(BaseCommand):
             "--checks",
             default=",".join(CHECKS),
             metavar="LIST",
-            help=f"the checks whose failure fails the command, comma-separated, or none (default {','.join(CHECKS)})",
+            help=(
+                "the checks whose failure fails the command, comma-separated, or none "
+                f"(default {','.join(CHECKS)})"
+            ),
         )
         parser.add_argument(
             "--warnings-window",
@@ -109,9 +112,11 @@ def _checks(value: str) -> list[str]:
     names = [name.strip() for name in value.split(",") if name.strip()]
     if names == ["none"]:
         return []
+    if not names:
+        raise CommandError(f"--checks is empty: name the checks ({', '.join(CHECKS)}), or none")
     unknown = [name for name in names if name not in CHECKS]
-    if unknown or not names:
+    if unknown:
         raise CommandError(
-            f"--checks: {', '.join(unknown) or 'empty'} is not a check; the checks are {', '.join(CHECKS)}, or none"
+            f"--checks: {', '.join(unknown)} is not a check; the checks are {', '.join(CHECKS)}, or none"
         )
     return names
