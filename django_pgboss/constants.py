@@ -18,6 +18,9 @@ INITIAL_SCHEMA_VERSION = 43
 DEFAULT_SCHEMA = "pgboss"
 """The schema used when settings.PGBOSS["SCHEMA"] is not set; pg-boss's own default."""
 
+#: The prefix of pg-boss's own queues' names (the timekeeper's ``__pgboss__send-it``).
+INTERNAL_QUEUE_PREFIX = "__pgboss__"
+
 
 class JobState(models.TextChoices):
     """The job_state enum, in its declared order.

@@ -31,6 +31,9 @@ if "PGBOSS_TEST_INSTANCE_NAME" in env:
     PGBOSS["INSTANCE_NAME"] = env.str("PGBOSS_TEST_INSTANCE_NAME")
 if "PGBOSS_TEST_INSTANCE_HEARTBEAT" in env:
     PGBOSS["INSTANCE_HEARTBEAT_SECONDS"] = env.int("PGBOSS_TEST_INSTANCE_HEARTBEAT")
+# A monitor the status tests start as a process keeps its warnings, and pgboss_status lists them.
+if "PGBOSS_TEST_PERSIST_WARNINGS" in env:
+    PGBOSS["PERSIST_WARNINGS"] = env.bool("PGBOSS_TEST_PERSIST_WARNINGS")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

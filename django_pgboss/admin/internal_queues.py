@@ -18,10 +18,9 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from django_pgboss.constants import INTERNAL_QUEUE_PREFIX as INTERNAL_PREFIX
 from django_pgboss.models import Queue
 
-#: The prefix of pg-boss's own queues' names.
-INTERNAL_PREFIX = "__pgboss__"
 #: The query-string (or form) parameter that shows them: "1".
 PARAMETER = "internal"
 

@@ -166,6 +166,21 @@ def insert_warning(schema: str) -> str:
     )
 
 
+def recent_warnings(schema: str) -> str:
+    """The newest warnings created within the last ``%(seconds)s`` seconds of the schema's clock,
+    at most ``%(limit)s``, newest first. Columns: type, message, data (jsonb), created_on.
+
+    warning_i1 (created_on DESC) serves the window and the order, so the read stays a short index
+    scan however many warnings WARNING_RETENTION_DAYS keeps.
+    """
+    return f"""
+    SELECT type, message, data, created_on
+    FROM {schema}.warning
+    WHERE created_on >= {schema}.job_now() - %(seconds)s * interval '1 second'
+    ORDER BY created_on DESC
+    LIMIT %(limit)s"""
+
+
 def delete_old_warnings(schema: str) -> str:
     """Delete warnings older than N days. Parameter: days."""
     return f"DELETE FROM {schema}.warning WHERE created_on < {schema}.job_now() - %(days)s * interval '1 day'"
