@@ -9,9 +9,10 @@ the longest pause either saw.
 Each scenario starts from the same state: the schema rolled back to 43 (``migrate pgboss 0004``),
 ``--jobs`` waiting jobs in a standard queue (job_common) and a tenth of that in a queue with a table
 of its own, filled by INSERT ... SELECT, then VACUUM ANALYZE and CHECKPOINT. Two probe processes
-start: a sender (``boss.send()`` in a loop, to the standard queue) and a worker (``boss.fetch()``
-of ten, then ``boss.complete()``, from the same queue), each recording how long every call took
-and when it started. Then, timed in this process:
+start: a sender (a send's insert in a loop, to the standard queue) and a worker (a claim of ten
+with SKIP LOCKED, then their completion, from the same queue), each recording how long every call
+took and when it started (plain statements of the API's shape, since the code running beside a
+schema at 43 is the previous release's). Then, timed in this process:
 
 - ``migrate`` (migrations 0005 to 0007): the columns, create_queue() and the bam rows for the
   tables that hold jobs;
@@ -64,24 +65,46 @@ FROM generate_series(1, %s) AS i
 CONCURRENTLY = re.compile(r"\s+CONCURRENTLY\b", re.IGNORECASE)
 
 
+SEND_SQL = f"""
+INSERT INTO {SCHEMA}.job_common (name, data, policy, start_after, keep_until)
+VALUES (%s, '{{"by": "probe"}}', 'standard', now(), now() + interval '14 days')
+"""
+CLAIM_SQL = f"""
+WITH next AS (
+  SELECT id FROM {SCHEMA}.job_common
+  WHERE name = %s AND state < 'active' AND start_after < now()
+  ORDER BY priority DESC, created_on, id LIMIT 10 FOR UPDATE SKIP LOCKED
+)
+UPDATE {SCHEMA}.job_common j SET state = 'active', started_on = now(), retry_count = retry_count + 1
+FROM next WHERE j.name = %s AND j.id = next.id
+RETURNING j.id
+"""
+COMPLETE_SQL = f"UPDATE {SCHEMA}.job_common SET state = 'completed', completed_on = now() WHERE name = %s AND id = ANY(%s)"
+
+
 def probe(kind: str, stop, results) -> None:
-    """Send to QUEUE ("send"), or fetch ten of its jobs and complete them ("fetch"), until told to
-    stop; report (start, seconds) of every call, and every error a call raised (a user would see
-    it: the probe goes on, as a worker would)."""
+    """Send to QUEUE ("send"), or claim ten of its jobs and complete them ("fetch"), until told to
+    stop; report (start, seconds) of every call, and every error a call raised (the probe goes on,
+    as a worker would).
+
+    The probes are plain psycopg statements of the shape pg-boss's send, fetch and complete take
+    (the same rows, indexes and locks), because they must run on both schemas: at 43 the running
+    code is the previous release's, whose statements are not this checkout's.
+    """
     calls, errors = [], []
-    boss = Boss()
-    while not stop.is_set():
-        started = time.time()
-        try:
-            if kind == "send":
-                boss.send(QUEUE, {"by": "sender"})
-            else:
-                boss.complete(QUEUE, boss.fetch(QUEUE, batch_size=10))
-        except Exception as exc:
-            errors.append(f"{type(exc).__name__}: {exc}".splitlines()[0])
-            connections.close_all()
-        calls.append((started, time.time() - started))
-    connections.close_all()
+    with raw_connection() as conn:
+        conn.autocommit = True
+        while not stop.is_set():
+            started = time.time()
+            try:
+                if kind == "send":
+                    conn.execute(SEND_SQL, (QUEUE,))
+                else:
+                    ids = [row[0] for row in conn.execute(CLAIM_SQL, (QUEUE, QUEUE)).fetchall()]
+                    conn.execute(COMPLETE_SQL, (QUEUE, ids))
+            except psycopg.Error as exc:
+                errors.append(f"{type(exc).__name__}: {exc}".splitlines()[0])
+            calls.append((started, time.time() - started))
     results.put((kind, calls, errors))
 
 
@@ -93,9 +116,13 @@ def prepare(admin: psycopg.Connection, jobs: int) -> None:
         if boss.get_queue(name) is not None:
             boss.delete_queue(name)
     call_command("migrate", "pgboss", "0004", verbosity=0)
-    boss.create_queue(QUEUE)
-    boss.create_queue(OWN_QUEUE, partition=True)
     connections.close_all()
+    # Schema 43's own create_queue(): this checkout's API reads schema 46's columns.
+    admin.execute(f"SELECT {SCHEMA}.create_queue(%s, %s::jsonb)", (QUEUE, '{"policy": "standard"}'))
+    admin.execute(
+        f"SELECT {SCHEMA}.create_queue(%s, %s::jsonb)",
+        (OWN_QUEUE, '{"policy": "standard", "partition": true}'),
+    )
     admin.execute(FILL_SQL, (QUEUE, jobs))
     admin.execute(FILL_SQL, (OWN_QUEUE, max(jobs // 10, 1)))
     admin.execute(f"VACUUM ANALYZE {SCHEMA}.job")

@@ -49,7 +49,7 @@ def test_every_public_boss_method_has_an_async_twin_with_its_signature():
         assert twin is not None, f"Boss.{name} has no async twin a{name}"
         assert inspect.iscoroutinefunction(twin), f"Boss.a{name} is not a coroutine function"
         assert inspect.signature(twin) == inspect.signature(getattr(Boss, name)), name
-        assert f"Boss.{name}`" in twin.__doc__
+        assert f"[django_pgboss.Boss.{name}]" in twin.__doc__
 
 
 def test_the_twins_module_is_what_the_generator_writes():

@@ -49,7 +49,7 @@ from django_pgboss.wire import (
 
 __all__ = ["INSTANCE_QUIET_BEATS", "InstanceRegistrar", "InstanceRole", "InstanceStore", "node_version"]
 
-logger = logging.getLogger("django_pgboss.instances")
+logger = logging.getLogger("django_pgboss.api.instances")
 
 _WORKER_FIELDS = reversed_keys(INSTANCE_WORKER_KEYS)
 _METRICS_FIELDS = reversed_keys(INSTANCE_METRICS_KEYS)
