@@ -1,4 +1,4 @@
-"""Peers benchmark: django_pgboss, pg-boss 12.35.0 (Node) and pgqueuer 1.6.0 against a plain-psycopg ceiling, in one run.
+"""Peers benchmark: django_pgboss, pg-boss 12.38.0 and 12.35.0 (Node) and pgqueuer 1.6.0 against a plain-psycopg ceiling, in one run.
 
     PGBOSS_BENCH_PORT=55460 bash bench/cluster.sh start
     DATABASE_URL=postgres://postgres@127.0.0.1:55460/pgboss_bench \\
@@ -13,8 +13,8 @@ The four workloads of issue 21, each on --jobs jobs (20,000):
             a no-op handler; pg-boss: one Node process, work() with localConcurrency 4, batchSize 1
   drain-50  the same with --batch-size 50 (pg-boss: batchSize 50, the handler gets the array)
 
-Four systems run each workload, alternating within every round, the order rotated from one round
-to the next (round r starts with system r), so that a drift of this shared machine hits all four:
+Five systems run each workload, alternating within every round, the order rotated from one round
+to the next (round r starts with system r), so that a drift of this shared machine hits all five:
 
   ceiling        plain psycopg 3, async, on a minimal table of its own, `ceiling.job (id bigserial
                  PRIMARY KEY, q text, state text, data jsonb, created_on timestamptz)` with one
@@ -25,8 +25,10 @@ to the next (round r starts with system r), so that a drift of this shared machi
                  every statement its own autocommit transaction.
   django_pgboss  Boss().insert() / Boss().send() in this process; the drains run the real command
                  in a child process, as a user runs it.
-  pg-boss        pg-boss 12.35.0 on the same cluster and the same schema (bench/node/peers.mjs):
+  pg-boss        pg-boss 12.38.0 on the same cluster and the same schema (bench/node/peers.mjs):
                  its insert(), send() and work() with its fastest documented options (see below).
+  pg-boss-12.35  the same script with pg-boss 12.35.0, the release a neighbour may still run on
+                 schema 46 (it runs on a schema a newer release migrated).
   pgqueuer       pgqueuer 1.6.0 (bench/pgqueuer_peer.py, whose docstring says what runs and why
                  those options are its fastest): its batch and single Queries.enqueue() on asyncpg,
                  and its QueueManager draining in a child process; its schema is installed by its
@@ -129,7 +131,15 @@ WORKLOADS = {
     "drain-1": ("drain, ONE process, concurrency 4, batch size 1, no-op", 0.60),
     "drain-50": ("drain, ONE process, concurrency 4, batch size 50, no-op", 0.50),
 }
-SYSTEMS = ("ceiling", "django_pgboss", "pg-boss", "pgqueuer")
+SYSTEMS = ("ceiling", "django_pgboss", "pg-boss", "pg-boss-12.35", "pgqueuer")
+#: Where each pg-boss release is installed (scripts/test.sh installs both): 12.38.0, the release of
+#: schema 46, and 12.35.0, the neighbour that may still run on it.
+PGBOSS_DIRS = {
+    "pg-boss": os.environ.get("PGBOSS_NODE_DIR", str(REPO_ROOT / ".venvs" / "node")),
+    "pg-boss-12.35": os.environ.get(
+        "PGBOSS_1235_NODE_DIR", str(REPO_ROOT / ".venvs" / "node-pgboss-12.35.0")
+    ),
+}
 #: pgqueuer's driver per workload, the faster of the two asyncpg ones in each drain (bench/README.md,
 #: "pgqueuer's options"); --pgqueuer-driver gives every workload one.
 PGQUEUER_DRIVERS = {"insert": "asyncpg", "send": "asyncpg", "drain-1": "asyncpg", "drain-50": "asyncpg-pool"}
@@ -315,9 +325,10 @@ def node_binary() -> str:
     return found
 
 
-def node(*args: str, queue: str = QUEUE) -> dict:
-    """Run bench/node/peers.mjs with pg-boss 12.35.0; returns the JSON object it prints."""
-    node_dir = os.environ.get("PGBOSS_NODE_DIR", str(REPO_ROOT / ".venvs" / "node"))
+def node(*args: str, queue: str = QUEUE, system: str = "pg-boss") -> dict:
+    """Run bench/node/peers.mjs with the pg-boss release of ``system`` (PGBOSS_DIRS); returns the
+    JSON object it prints."""
+    node_dir = PGBOSS_DIRS[system]
     if not (Path(node_dir) / "node_modules" / "pg-boss").is_dir():
         raise SystemExit(
             f"pg-boss is not installed in {node_dir} (run scripts/test.sh once, or set PGBOSS_NODE_DIR)"
@@ -345,8 +356,8 @@ def count_for_pgboss(admin: psycopg.Connection) -> None:
         raise SystemExit("the monitor pass did not count the bench queue; pg-boss would poll, not burst")
 
 
-def pgboss_drain(jobs: int, batch_size: int) -> None:
-    node("work", str(jobs), str(batch_size), str(CONCURRENCY), json.dumps(TABLE))
+def pgboss_drain(jobs: int, batch_size: int, system: str) -> None:
+    node("work", str(jobs), str(batch_size), str(CONCURRENCY), json.dumps(TABLE), system=system)
 
 
 # -- CPU: what a run cost the client process and the server, whatever the machine's load --------
@@ -408,8 +419,8 @@ def startup_cpu(system: str, workload: str) -> float:
         samples = []
         for _ in range(2):
             before = client_cpu()
-            if system == "pg-boss":
-                node("insert", "0", str(PER_CALL))
+            if system in PGBOSS_DIRS:
+                node("insert", "0", str(PER_CALL), system=system)
             elif system == "pgqueuer":
                 with raw_connection() as conn:
                     pgqueuer_peer.truncate(conn)  # what the enqueues left, which it would drain
@@ -452,7 +463,10 @@ def run(admin: psycopg.Connection, workload: str, system: str, jobs: int) -> Run
         runners: dict[str, Callable[[], float]] = {
             "ceiling": lambda: asyncio.run((ceiling_insert if workload == "insert" else ceiling_send)(jobs)),
             "django_pgboss": lambda: (boss_insert if workload == "insert" else boss_send)(jobs),
-            "pg-boss": lambda: node(workload, str(jobs), str(PER_CALL))["seconds"],
+            **{
+                peer: lambda peer=peer: node(workload, str(jobs), str(PER_CALL), system=peer)["seconds"]
+                for peer in PGBOSS_DIRS
+            },
             "pgqueuer": lambda: (
                 pgqueuer_peer.insert(database_url(), PGQUEUER_DRIVERS[workload], jobs, PER_CALL)
                 if workload == "insert"
@@ -481,11 +495,11 @@ def run(admin: psycopg.Connection, workload: str, system: str, jobs: int) -> Run
         cpu = client_cpu() - client - startup, server_cpu(admin) - server
         return Run(pgqueuer_peer.drain_window(admin, jobs), *cpu)
     fill_pgboss(admin, jobs)
-    if system == "pg-boss":
+    if system in PGBOSS_DIRS:
         count_for_pgboss(admin)
     client, server = client_cpu(), server_cpu(admin)
-    if system == "pg-boss":
-        pgboss_drain(jobs, batch_size)
+    if system in PGBOSS_DIRS:
+        pgboss_drain(jobs, batch_size, system)
     else:
         boss_drain(batch_size, VARIANTS.get(system))
     cpu = client_cpu() - client - startup, server_cpu(admin) - server
@@ -582,7 +596,7 @@ def main() -> None:
         admin.execute(f"DROP SCHEMA IF EXISTS {pgqueuer_peer.SCHEMA} CASCADE")
 
     facts = server_facts(admin)
-    peers = f"django_pgboss at {source_revision()}; pg-boss 12.35.0 (Node {node_version()})"
+    peers = f"django_pgboss at {source_revision()}; pg-boss 12.38.0 and 12.35.0 (Node {node_version()})"
     if pgqueuer_version:
         drivers = ", ".join(f"{w} on {d}" for w, d in PGQUEUER_DRIVERS.items())
         peers += f"; pgqueuer {pgqueuer_version} ({drivers})"

@@ -4,8 +4,10 @@ to 43; UpgradePgBossSchema (migrations 0005 to 0007) takes it one pg-boss versio
 
 from __future__ import annotations
 
+import random
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -242,9 +244,81 @@ class UpgradePgBossSchema(RunPgBossSQL):
                 f"not {self.version - 1}: this step upgrades {self.version - 1} to {self.version} only. "
                 f"Nothing was changed; manage.py pgboss_doctor says what the schema is."
             )
+        lock_for_step(connection, schema)
         schema_editor.execute(render_sql(self.filename, schema), params=None)
         if self.version == SCHEMA_VERSION:
             with connection.cursor() as cursor:
                 upgraded = read_state(cursor, schema)
             if upgraded.report is None or not upgraded.report.ok:
                 raise upgrade_refusal(upgraded, connection.alias, self.version - 1, self.version)
+
+    def database_backwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        from django_pgboss.plans.queues import advisory_lock
+
+        connection = schema_editor.connection
+        if not self._applies(app_label, connection) or getattr(schema_editor, "collect_sql", False):
+            super().database_backwards(app_label, schema_editor, from_state, to_state)
+            return
+        schema = pgboss_settings.SCHEMA
+        quote_schema(schema)
+        # pg-boss's advisory lock before the tables, the order its create_queue() takes them in (the
+        # rollback file takes the lock again, which a session already holding it is granted at once).
+        with connection.cursor() as cursor:
+            cursor.execute(advisory_lock(), {"lock_key": f".pgboss.{schema_key(schema)}"})
+        lock_for_step(connection, schema)
+        assert self.reverse_filename is not None  # every version step has its rollback file
+        schema_editor.execute(render_sql(self.reverse_filename, schema), params=None)
+
+
+#: How long one attempt to lock the tables a version step alters may wait: under PostgreSQL's
+#: deadlock_timeout (1 s by default), so an attempt that would close a cycle with a client's
+#: transaction gives way before the deadlock detector fails either side.
+LOCK_ATTEMPT_TIMEOUT = "200ms"
+#: How long the attempts go on before the migration gives up, saying what held the tables.
+LOCK_DEADLINE_SECONDS = 300.0
+
+
+def lock_for_step(connection: Any, schema: str) -> None:
+    """Take, in the migration's transaction, the locks of every table a version step alters, all at
+    once and before the step runs.
+
+    Clients take these tables' locks in different orders: django_pgboss's send locks its job table,
+    then reads the queue row; pg-boss 12.35's fetch locks a job partition, then the partitioned
+    parent; a monitor pass locks the queue table, then the job tables. A step that took them one
+    statement at a time would close a cycle with one of them sooner or later, and PostgreSQL would
+    fail one side of it (bench/upgrade_46.py met it). So each attempt asks for all of them in one
+    statement, waits LOCK_ATTEMPT_TIMEOUT at most, and on a timeout gives them back (a savepoint)
+    and tries again a moment later, until LOCK_DEADLINE_SECONDS: the clients' statements go on
+    meanwhile, paused at most that long by each attempt's place in the lock queue.
+    """
+    from django.db import OperationalError, transaction
+
+    from django_pgboss.plans import catalog
+
+    quoted = quote_schema(schema)
+    with connection.cursor() as cursor:
+        cursor.execute(catalog.current_lock_timeout())
+        (configured,) = cursor.fetchone()
+    deadline = time.monotonic() + LOCK_DEADLINE_SECONDS
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+                cursor.execute(catalog.lock_attempt(), {"timeout": LOCK_ATTEMPT_TIMEOUT})
+                cursor.execute(catalog.lock_for_upgrade(quoted))
+                # The step's own statements wait as the session is configured to: it holds the
+                # tables already, and what else it touches (bam, version) nothing holds for long.
+                cursor.execute(catalog.lock_attempt(), {"timeout": configured})
+            return
+        except OperationalError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) != "55P03":
+                raise
+            if time.monotonic() >= deadline:
+                raise SchemaError(
+                    f'could not lock the tables of the pg-boss schema "{schema}" in database '
+                    f"{connection.alias!r} in {LOCK_DEADLINE_SECONDS:.0f} s ({attempts} attempts): a "
+                    f"long transaction holds them (pg_locks and pg_stat_activity say which). Nothing "
+                    f"was changed; run manage.py migrate pgboss again once it is done."
+                ) from exc
+            time.sleep(random.uniform(0.01, 0.05) * min(attempts, 10))

@@ -7,6 +7,7 @@ PGBOSS_NODE_DIR. They commit for real (pg-boss connects on its own), hence trans
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 
 import pytest
@@ -17,6 +18,7 @@ from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import QueuePolicy
 from django_pgboss.db.identifiers import quote_identifier
 from tests.catalog import read_catalog
+from tests.conftest import _node_dir, database_url, pgboss_schema_option
 
 pytestmark = [pytest.mark.node, pytest.mark.django_db(transaction=True)]
 
@@ -77,6 +79,29 @@ def test_partitions_from_our_create_queue_match_pg_boss(reference_schema):
 def test_pg_boss_finds_no_drift_after_migrate(run_pgboss):
     report = run_pgboss("drift", pgboss_settings.SCHEMA)["drift"]
     assert report["ok"], json.dumps(report, indent=2)
+
+
+def test_pg_boss_doctor_finds_no_drift_after_migrate():
+    # `pg-boss doctor`, the command line a pg-boss user runs, on the schema our migrations made.
+    cli = _node_dir() / "node_modules" / "pg-boss" / "dist" / "cli.js"
+    result = subprocess.run(
+        [
+            "node",
+            str(cli),
+            "doctor",
+            "--connection-string",
+            database_url(),
+            "--schema",
+            pgboss_schema_option(pgboss_settings.SCHEMA),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "version 46 (latest: 46)" in result.stdout
+    assert "No drift detected" in result.stdout
 
 
 def test_pg_boss_finds_no_drift_with_a_queue_of_each_policy_partitioned(run_pgboss):

@@ -464,7 +464,8 @@ def test_without_a_tracer_provider_a_send_stores_no_trace_context():
         "boss.create_queue('untraced')\n"
         "ids = [boss.send('untraced', {}), *boss.insert('untraced', [{'data': {}}] * 2, return_ids=True)]\n"
         "with connection.cursor() as cursor:\n"
-        "    cursor.execute('SELECT count(*) FROM pgboss.job WHERE name = %s AND trace_context IS NULL', ['untraced'])\n"
+        "    cursor.execute(f'SELECT count(*) FROM {boss.context.quoted_schema}.job WHERE name = %s "
+        "AND trace_context IS NULL', ['untraced'])\n"
         "    print(len(ids), cursor.fetchone()[0])\n"
         "boss.delete_queue('untraced')\n"
     )

@@ -1,4 +1,4 @@
-// pg-boss 12.35.0 itself, for bench/peers.py: the same workloads on the same cluster and schema.
+// pg-boss itself (the release PGBOSS_NODE_DIR holds: 12.38.0, or 12.35.0), for bench/peers.py: the same workloads on the same cluster and schema.
 // Prints one JSON object on stdout.
 //
 //   node peers.mjs insert <connection string> <schema> <queue> <jobs> <per call>
@@ -29,7 +29,10 @@ const boss = new PgBoss({
   schema,
   supervise: false,
   schedule: false,
-  migrate: false,
+  // migrate: true, because pg-boss 12.35 with migrate: false refuses a schema of any other version,
+  // a newer one included; with it, 12.35 runs on schema 46 as it is (it only ever migrates up), and
+  // 12.38 finds its own version and does nothing.
+  migrate: true,
   createSchema: false,
   // The queue cache carries the ready count that burstWhenReadyExceeds reads; refreshed every
   // second (its minimum) so a worker sees the backlog the monitor counted before the drain.

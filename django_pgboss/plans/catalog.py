@@ -149,3 +149,20 @@ def partitioned_queues(schema: str) -> str:
 def queues_of_policy(schema: str) -> str:
     """The names of the queues of one policy, in order. ``schema`` is quoted. Parameter: policy."""
     return f"SELECT name FROM {schema}.queue WHERE policy = %(policy)s ORDER BY name"
+
+
+def current_lock_timeout() -> str:
+    """The session's lock_timeout, as PostgreSQL prints it (what lock_attempt() restores)."""
+    return "SELECT current_setting('lock_timeout')"
+
+
+def lock_attempt() -> str:
+    """Bound the next lock waits of this transaction (``set_config(..., true)``: SET LOCAL that takes
+    a parameter). Parameter: timeout, a duration PostgreSQL reads ('200ms'), or '0' for none."""
+    return "SELECT set_config('lock_timeout', %(timeout)s, true)"
+
+
+def lock_for_upgrade(schema: str) -> str:
+    """Lock every table a version step alters, job (with each of its partitions), queue and
+    queue_stats, in one statement, for the rest of the transaction. ``schema`` is quoted."""
+    return f"LOCK TABLE {schema}.job, {schema}.queue, {schema}.queue_stats IN ACCESS EXCLUSIVE MODE"

@@ -7,10 +7,10 @@
 -- the histograms null until the next monitor pass counts the queue. The migration takes pg-boss's
 -- advisory lock before it reads the version (UpgradePgBossSchema).
 --
--- The job tables are locked before the queue table, the order a send or a fetch takes them in (its
--- job table, then the queue row it reads): taken the other way round, a send that holds its job
--- table and waits for the queue table, while this step holds the queue table and waits for the job
--- tables, is a deadlock, and PostgreSQL fails one of the two (bench/upgrade_46.py met it).
+-- The migration's operation locks the job tables, queue and queue_stats before this file runs, all
+-- in one statement, retried rather than waited on (operations.lock_for_step): clients take those
+-- locks in different orders, and a step that took them one at a time would close a cycle with one
+-- of them. Run on its own, the file takes the job tables first, the order a send takes them in.
 LOCK TABLE {{schema}}.job IN ACCESS EXCLUSIVE MODE;
 CREATE TABLE {{schema}}.instance (
   id uuid PRIMARY KEY,
