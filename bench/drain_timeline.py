@@ -10,7 +10,7 @@ as they happen (perf_counter, appended to one list; a list append is atomic unde
 
 and a probe thread that sleeps ``--probe-ms`` in a loop: how late each sleep wakes up is how long a
 thread whose wait has ended (a statement's reply arrived, a sleep ran out) waits for the GIL behind
-the running ones, the convoy of bench/README.md's "Drain batch 50: what serialised one process".
+the running ones (a convoy on the GIL).
 
 It prints each step's count and client-seen duration, the share of the drain each of these covers:
 a statement in flight, a handler running, a handler idle while claimed jobs wait for it, and

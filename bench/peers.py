@@ -140,8 +140,8 @@ PGBOSS_DIRS = {
         "PGBOSS_1235_NODE_DIR", str(REPO_ROOT / ".venvs" / "node-pgboss-12.35.0")
     ),
 }
-#: pgqueuer's driver per workload, the faster of the two asyncpg ones in each drain (bench/README.md,
-#: "pgqueuer's options"); --pgqueuer-driver gives every workload one.
+#: pgqueuer's driver per workload, the faster of the two asyncpg ones in each drain (bench/pgqueuer_peer.py's
+#: docstring says why); --pgqueuer-driver gives every workload one.
 PGQUEUER_DRIVERS = {"insert": "asyncpg", "send": "asyncpg", "drain-1": "asyncpg", "drain-50": "asyncpg-pool"}
 #: --variant LABEL=VAR=VALUE[,VAR=VALUE]: more django_pgboss runs, another checkout or one capability switched on.
 VARIANTS: dict[str, dict[str, str]] = {}

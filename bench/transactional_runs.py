@@ -14,8 +14,7 @@ It inserts ``--jobs`` jobs, claims them all, then calls worker/transactional.py'
 the bound, the fenced completion and COMMIT, with nothing of the worker's threads around them. It
 prints the client's CPU a run (this process's) and the cluster's (bench/peers.py's reading of
 /proc), and the wall clock. The code measured is whatever PYTHONPATH puts first, so two checkouts
-alternate by running the command in each (bench/README.md, "Async and transactional handlers, the
-two expensive ones", used it to measure the round-trip folds against main).
+alternate by running the command in each.
 """
 
 from __future__ import annotations
