@@ -72,8 +72,8 @@ VALUES (%s, '{{"by": "probe"}}', 'standard', now(), now() + interval '14 days')
 CLAIM_SQL = f"""
 WITH next AS (
   SELECT id FROM {SCHEMA}.job_common
-  WHERE name = %s AND state < 'active' AND start_after < now()
-  ORDER BY priority DESC, created_on, id LIMIT 10 FOR UPDATE SKIP LOCKED
+  WHERE name = %s AND state < 'active' AND NOT blocked AND start_after < now()
+  ORDER BY priority DESC, created_on LIMIT 10 FOR UPDATE SKIP LOCKED
 )
 UPDATE {SCHEMA}.job_common j SET state = 'active', started_on = now(), retry_count = retry_count + 1
 FROM next WHERE j.name = %s AND j.id = next.id

@@ -90,6 +90,25 @@ class RunPgBossSQL(Operation):
             )
         return True
 
+    def _locked_schema(self, app_label: str, schema_editor: Any) -> str | None:
+        """The schema to act on, with pg-boss's advisory lock taken in the migration's transaction,
+        or None when this database gets no pg-boss schema (see _applies()) or migrate only collects
+        the SQL (sqlmigrate): then nothing is inspected or locked. The lock is the one pg-boss takes
+        to install or migrate, so a pg-boss instance starting at the same moment waits for the
+        operation and its outcome instead of racing it."""
+        from django_pgboss.plans.queues import advisory_lock
+
+        connection = schema_editor.connection
+        if not self._applies(app_label, connection):
+            return None
+        schema = pgboss_settings.SCHEMA
+        quote_schema(schema)  # an invalid name is refused before any SQL
+        if getattr(schema_editor, "collect_sql", False):
+            return None
+        with connection.cursor() as cursor:
+            cursor.execute(advisory_lock(), {"lock_key": f".pgboss.{schema_key(schema)}"})
+        return schema
+
     def _run(self, app_label: str, schema_editor: Any, filename: str) -> None:
         if not self._applies(app_label, schema_editor.connection):
             return
@@ -148,21 +167,16 @@ class InstallPgBossSchema(RunPgBossSQL):
     """
 
     def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
-        from django_pgboss.plans.queues import advisory_lock
         from django_pgboss.schema.adoption import adoption_message, plan_installation, upgrade_refusal
         from django_pgboss.schema.state import read_state
 
         connection = schema_editor.connection
-        if not self._applies(app_label, connection):
-            return
-        schema = pgboss_settings.SCHEMA
-        quote_schema(schema)  # an invalid name is refused before any SQL
-        if getattr(schema_editor, "collect_sql", False):
+        schema = self._locked_schema(app_label, schema_editor)
+        if schema is None:
             # sqlmigrate prints what a fresh install runs; it inspects nothing.
-            schema_editor.execute(render_sql(self.filename, schema), params=None)
+            super().database_forwards(app_label, schema_editor, from_state, to_state)
             return
         with connection.cursor() as cursor:
-            cursor.execute(advisory_lock(), {"lock_key": f".pgboss.{schema_key(schema)}"})
             state = read_state(cursor, schema)
         plan = plan_installation(state, connection.alias, frozenset(UPGRADE_STEPS))
         if plan.message:
@@ -221,20 +235,15 @@ class UpgradePgBossSchema(RunPgBossSQL):
         return f"Upgrade the pg-boss schema to version {self.version}"
 
     def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
-        from django_pgboss.plans.queues import advisory_lock
         from django_pgboss.schema.adoption import upgrade_refusal
         from django_pgboss.schema.state import read_state, read_version
 
         connection = schema_editor.connection
-        if not self._applies(app_label, connection):
-            return
-        schema = pgboss_settings.SCHEMA
-        quote_schema(schema)  # an invalid name is refused before any SQL
-        if getattr(schema_editor, "collect_sql", False):
-            schema_editor.execute(render_sql(self.filename, schema), params=None)
+        schema = self._locked_schema(app_label, schema_editor)
+        if schema is None:
+            super().database_forwards(app_label, schema_editor, from_state, to_state)
             return
         with connection.cursor() as cursor:
-            cursor.execute(advisory_lock(), {"lock_key": f".pgboss.{schema_key(schema)}"})
             found = read_version(cursor, schema)
         if found is not None and found >= self.version:
             return  # pg-boss already took the schema this far (migration 0001 adopted it)
@@ -253,18 +262,13 @@ class UpgradePgBossSchema(RunPgBossSQL):
                 raise upgrade_refusal(upgraded, connection.alias, self.version - 1, self.version)
 
     def database_backwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
-        from django_pgboss.plans.queues import advisory_lock
-
-        connection = schema_editor.connection
-        if not self._applies(app_label, connection) or getattr(schema_editor, "collect_sql", False):
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
-            return
-        schema = pgboss_settings.SCHEMA
-        quote_schema(schema)
         # pg-boss's advisory lock before the tables, the order its create_queue() takes them in (the
         # rollback file takes the lock again, which a session already holding it is granted at once).
-        with connection.cursor() as cursor:
-            cursor.execute(advisory_lock(), {"lock_key": f".pgboss.{schema_key(schema)}"})
+        schema = self._locked_schema(app_label, schema_editor)
+        if schema is None:
+            super().database_backwards(app_label, schema_editor, from_state, to_state)
+            return
+        connection = schema_editor.connection
         lock_for_step(connection, schema)
         assert self.reverse_filename is not None  # every version step has its rollback file
         schema_editor.execute(render_sql(self.reverse_filename, schema), params=None)
