@@ -135,7 +135,10 @@ def _pgboss_dist() -> Path:
     node_dir = os.environ.get("PGBOSS_NODE_DIR")
     dist = Path(node_dir or "/nonexistent") / "node_modules" / "pg-boss" / "dist"
     if not (dist / "index.d.ts").is_file():
-        pytest.skip("pg-boss 12.38.0 is not installed (PGBOSS_NODE_DIR): scripts/test.sh installs it")
+        # As the interoperability tests do (tests/conftest.py): a missing install is a failure to see.
+        pytest.fail(
+            "pg-boss 12.38.0 is not installed (PGBOSS_NODE_DIR): scripts/test.sh installs it", pytrace=False
+        )
     return dist
 
 
