@@ -230,7 +230,9 @@ class Fleet:
         log = self.directory / f"{self._started:03d}-{role}.log"
         argv, env = self.command(role)
         with log.open("w") as out:
-            process = subprocess.Popen(argv, cwd=self.launch.cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                argv, cwd=self.launch.cwd, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
         member = Member(role, process, log)
         self.members.append(member)
         return member
@@ -252,7 +254,9 @@ class Fleet:
         waiting = list(self.alive())
         while waiting and time.monotonic() < deadline:
             self.watch()
-            waiting = [m for m in waiting if m.process.poll() is None and READY[m.role] not in m.log.read_text()]
+            waiting = [
+                m for m in waiting if m.process.poll() is None and READY[m.role] not in m.log.read_text()
+            ]
             time.sleep(0.1)
         if waiting:
             raise AssertionError(f"not started within {timeout}s: {[m.role for m in waiting]}")
@@ -330,7 +334,9 @@ def prepare(plan: FleetPlan) -> None:
     for queue in QUEUES:
         if boss.get_queue(queue) is not None:
             boss.delete_queue(queue)
-    boss.create_queue(EXPIRY_QUEUE, expire_in_seconds=plan.expire_in_seconds, retry_limit=plan.retry_limit, retry_delay=0)
+    boss.create_queue(
+        EXPIRY_QUEUE, expire_in_seconds=plan.expire_in_seconds, retry_limit=plan.retry_limit, retry_delay=0
+    )
     # Its expiry is far off, so only the heartbeat can bring a killed job of this queue back.
     boss.create_queue(
         HEARTBEAT_QUEUE,
@@ -426,9 +432,9 @@ def storm(plan: FleetPlan, launch: Launch, directory: Path) -> FleetResult:
     try:
         fleet.start_all()
         fleet.wait_ready(plan.start_seconds)
+        send = [str(directory / "node-plan.json"), str(plan.send_seconds)]
         node_sender = subprocess.Popen(
-            ["node", str(NODE_SCRIPT), "send", launch.database_url, node_schema()]
-            + [str(directory / "node-plan.json"), str(plan.send_seconds)],
+            ["node", str(NODE_SCRIPT), "send", launch.database_url, node_schema(), *send],
             cwd=launch.cwd,
             env={**os.environ, "PGBOSS_NODE_DIR": launch.node_dir},
             stdout=subprocess.PIPE,
@@ -486,7 +492,6 @@ def check(
     """Every job lost, completed twice, or retried without a kill to explain it, in a sentence each."""
     problems: list[str] = []
     killed_at = {kill.pid: kill.at for kill in kills if kill.role in WORKER_ROLES}
-    worker_kills = sorted(killed_at.values())
     effects_of: dict[str, list[tuple[str, str, int, str, int]]] = defaultdict(list)
     for effect in effect_rows:
         effects_of[effect[0]].append(effect)
@@ -530,30 +535,11 @@ def check(
                 problems.append(f"job {job_id} ran attempt {attempt} more than once: {attempts[attempt]}")
             if attempt > row.retry_count:
                 problems.append(f"job {job_id} ran attempt {attempt}, past its retry count {row.retry_count}")
-        for attempt in lost:
-            later = [r.at for k, rs in attempts.items() if k > attempt for r in rs]
-            window_end = min(later) if later else (row.completed or settled_at)
-            if attempts.get(attempt):
-                run = attempts[attempt][0]
-                at = killed_at.get(run.pid)
-                if at is None or not run.at <= at <= window_end:
-                    problems.append(
-                        f"job {job_id} of {row.queue}: attempt {attempt} ran in {run.side} pid {run.pid} "
-                        f"from {run.at:.3f} and was retried without that process being killed before "
-                        f"{window_end:.3f} (killed at {at})"
-                    )
-                else:
-                    retried_by_kill_of[run.side] += 1
-                continue
-            earlier = [r.at for k, rs in attempts.items() if k < attempt for r in rs]
-            window_start = max(earlier) if earlier else row.created - 1
-            if not any(window_start <= at <= window_end for at in worker_kills):
-                problems.append(
-                    f"job {job_id} of {row.queue}: attempt {attempt} never ran and was retried with no "
-                    f"worker killed between {window_start:.3f} and {window_end:.3f}"
-                )
+        for explained in explain_lost_attempts(job_id, row, attempts, lost, killed_at, settled_at):
+            if explained in ("python", "node", "claimer"):
+                retried_by_kill_of[explained] += 1
             else:
-                retried_by_kill_of["claimer"] += 1
+                problems.append(explained)
     created = [row.created for row in rows.values()]
     completed = [row.completed for row in rows.values() if row.completed is not None]
     span = (max(completed) - min(created)) if completed and created else 0.0
@@ -568,3 +554,51 @@ def check(
         seconds=0.0,
         jobs_per_second=len(completed) / span if span else 0.0,
     )
+
+
+def explain_lost_attempts(
+    job_id: str,
+    row: JobRow,
+    attempts: dict[int, list[Run]],
+    lost: range,
+    killed_at: dict[int, float],
+    settled_at: float,
+) -> list[str]:
+    """For each attempt of the job that did not complete, in order, the side whose killed process
+    explains it ("python", "node", or "claimer" for an attempt that never ran), or a sentence saying
+    why nothing does.
+
+    An attempt that ran is explained by the kill of the process that ran it, after the run began and
+    before the next attempt's began. One that never ran was claimed by a process that died before
+    its handler started: some worker must have been killed after the kill that explained the attempt
+    before it (the job could be claimed again only once that attempt was reclaimed) and before the
+    next attempt's run.
+    """
+    found: list[str] = []
+    floor = row.created - 1  # the database's clock and ours agree to well within a second
+    for attempt in lost:
+        later = [r.at for k, rs in attempts.items() if k > attempt for r in rs]
+        window_end = min(later) if later else (row.completed or settled_at)
+        if attempts.get(attempt):
+            run = attempts[attempt][0]
+            at = killed_at.get(run.pid)
+            if at is None or not run.at <= at <= window_end:
+                found.append(
+                    f"job {job_id} of {row.queue}: attempt {attempt} ran in {run.side} pid {run.pid} "
+                    f"from {run.at:.3f} and was retried without that process being killed before "
+                    f"{window_end:.3f} (killed at {at})"
+                )
+            else:
+                found.append(run.side)
+                floor = at
+            continue
+        kill = min((at for at in killed_at.values() if floor < at <= window_end), default=None)
+        if kill is None:
+            found.append(
+                f"job {job_id} of {row.queue}: attempt {attempt} never ran and was retried with no "
+                f"worker killed between {floor:.3f} and {window_end:.3f}"
+            )
+        else:
+            found.append("claimer")
+            floor = kill
+    return found

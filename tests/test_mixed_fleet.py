@@ -28,7 +28,9 @@ def test_a_mixed_fleet_under_a_kill_storm_loses_no_job_completes_none_twice_and_
     tmp_path,
 ):
     seed = int(os.environ.get("PGBOSS_FLEET_SEED") or random.randrange(2**32))
-    plan = FleetPlan(jobs=400, send_seconds=10, handler_ms=(100, 300), our_monitor_on=QUEUES[seed % 2], seed=seed)
+    plan = FleetPlan(
+        jobs=400, send_seconds=10, handler_ms=(100, 300), our_monitor_on=QUEUES[seed % 2], seed=seed
+    )
     launch = Launch(
         python_env=worker_env(PGBOSS_TEST_EXTRA_APPS="tests.fleetapp", PGBOSS_TEST_CONN_MAX_AGE="60"),
         node_dir=os.environ["PGBOSS_NODE_DIR"],
