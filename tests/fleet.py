@@ -13,7 +13,7 @@ monitor it has, whichever side's worker ran them.
 Every handler appends a ``run`` line to the ledger file before its work (outside any
 transaction, so a killed attempt's line stays) and writes its effect, a row of the effect table,
 inside the transaction that completes the job, so a row exists exactly when that attempt
-completed. ``check()`` then reads the job rows, the ledger, the effects and the kills, and names
+completed. ``check()`` (tests/fleet_verdict.py) then reads the job rows, the ledger, the effects and the kills, and names
 every job lost, completed twice, or retried without a kill to explain it. The rule for the last:
 an attempt that did not complete must have run in a process that was killed after the run began
 and before the next attempt began; an attempt with no run line (its process claimed it and died
@@ -42,10 +42,10 @@ from django.db import connection
 from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_identifier
+from tests.fleet_verdict import FleetResult, JobRow, Kill, Run, check
 from tests.fleetapp import CONCURRENCY, EFFECT_TABLE, EXPIRY_QUEUE, HEARTBEAT_QUEUE, LEDGER_ENV, QUEUES
 
 NODE_SCRIPT = Path(__file__).resolve().parent / "node" / "fleet.mjs"
-WORKER_ROLES = ("python-worker", "node-worker")
 MONITOR_ROLES = ("python-monitor", "node-monitor")
 #: The order the storm picks its victims in: each side's workers in turn, a monitor now and then.
 VICTIMS = ("python-worker", "node-worker", "python-worker", "node-worker", "monitor")
@@ -96,24 +96,6 @@ class Launch:
     cwd: Path
 
 
-@dataclass(frozen=True)
-class Run:
-    event: str
-    queue: str
-    job_id: str
-    attempt: int
-    side: str
-    pid: int
-    at: float
-
-
-@dataclass(frozen=True)
-class Kill:
-    role: str
-    pid: int
-    at: float
-
-
 @dataclass
 class Member:
     """One process of the fleet and where its output goes."""
@@ -122,34 +104,6 @@ class Member:
     process: subprocess.Popen
     log: Path
     killed: bool = False
-
-
-@dataclass
-class FleetResult:
-    """What a storm did and what ``check()`` found wrong (nothing, when all went well)."""
-
-    problems: list[str]
-    sent: dict[str, str]
-    kills: list[Kill]
-    completed_by: dict[str, int]
-    failed: int
-    retried_by_kill_of: dict[str, int]
-    reclaimed_on: dict[str, int]
-    seconds: float
-    jobs_per_second: float
-    reclaimed_by_our_monitor: int = 0
-
-    def summary(self) -> str:
-        kills = defaultdict(int)
-        for kill in self.kills:
-            kills[kill.role] += 1
-        return (
-            f"{len(self.sent)} jobs in {self.seconds:.1f}s ({self.jobs_per_second:.0f} jobs/s): completed by "
-            f"{dict(self.completed_by)}, failed {self.failed}; kills {dict(kills)}; attempts lost to a "
-            f"killed {dict(self.retried_by_kill_of)}; jobs retried on {dict(self.reclaimed_on)}; "
-            f"{self.reclaimed_by_our_monitor} reclaim(s) by our monitor; "
-            f"{len(self.problems)} problem(s)"
-        )
 
 
 # -- the ledger --------------------------------------------------------------------------------------
@@ -358,15 +312,6 @@ def drop_effects() -> None:
         cursor.execute(f"DROP TABLE IF EXISTS {EFFECT_TABLE}")
 
 
-@dataclass(frozen=True)
-class JobRow:
-    queue: str
-    state: str
-    retry_count: int
-    created: float
-    completed: float | None
-
-
 def job_rows(ids: Iterable[str]) -> dict[str, JobRow]:
     schema = quote_identifier(pgboss_settings.SCHEMA)
     with connection.cursor() as cursor:
@@ -379,9 +324,15 @@ def job_rows(ids: Iterable[str]) -> dict[str, JobRow]:
         return {row[0]: JobRow(*row[1:]) for row in cursor.fetchall()}
 
 
-def unsettled(ids: list[str]) -> int:
-    rows = job_rows(ids)
-    return len(ids) - sum(1 for row in rows.values() if row.state in ("completed", "failed"))
+def settled() -> int:
+    """How many jobs of the fleet's queues are completed or failed (the queues hold only the plan's)."""
+    schema = quote_identifier(pgboss_settings.SCHEMA)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM {schema}.job WHERE name = ANY(%s) AND state IN ('completed', 'failed')",
+            [list(QUEUES)],
+        )
+        return cursor.fetchone()[0]
 
 
 def effects() -> list[tuple[str, str, int, str, int]]:
@@ -432,6 +383,7 @@ def storm(plan: FleetPlan, launch: Launch, directory: Path) -> FleetResult:
     try:
         fleet.start_all()
         fleet.wait_ready(plan.start_seconds)
+        ready_at = time.time()
         send = [str(directory / "node-plan.json"), str(plan.send_seconds)]
         node_sender = subprocess.Popen(
             ["node", str(NODE_SCRIPT), "send", launch.database_url, node_schema(), *send],
@@ -463,9 +415,10 @@ def storm(plan: FleetPlan, launch: Launch, directory: Path) -> FleetResult:
         else:
             node_ids = json.loads(out.strip().splitlines()[-1])["ids"]
         sent = {job_id: "python" for job_id in python_ids} | {job_id: "node" for job_id in node_ids}
+        sent_at = time.time()
         deadline = time.monotonic() + plan.settle_seconds
-        while unsettled(list(sent)) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        while settled() < len(sent) and time.monotonic() < deadline:
+            time.sleep(0.5)
             fleet.watch()
         settled_at = time.time()
     finally:
@@ -475,130 +428,5 @@ def storm(plan: FleetPlan, launch: Launch, directory: Path) -> FleetResult:
     result.problems[:0] = send_errors + fleet.crashes
     result.reclaimed_by_our_monitor = fleet.reclaimed_by_our_monitor()
     result.seconds = settled_at - started
+    result.phases = {"start": ready_at - started, "send": sent_at - ready_at, "settle": settled_at - sent_at}
     return result
-
-
-# -- the verdict -------------------------------------------------------------------------------------
-
-
-def check(
-    sent: dict[str, str],
-    rows: dict[str, JobRow],
-    runs: dict[str, dict[int, list[Run]]],
-    effect_rows: list[tuple[str, str, int, str, int]],
-    kills: list[Kill],
-    settled_at: float,
-) -> FleetResult:
-    """Every job lost, completed twice, or retried without a kill to explain it, in a sentence each."""
-    problems: list[str] = []
-    killed_at = {kill.pid: kill.at for kill in kills if kill.role in WORKER_ROLES}
-    effects_of: dict[str, list[tuple[str, str, int, str, int]]] = defaultdict(list)
-    for effect in effect_rows:
-        effects_of[effect[0]].append(effect)
-    for job_id in set(effects_of) - set(sent):
-        problems.append(f"an effect of job {job_id}, which was never sent")
-    completed_by: dict[str, int] = defaultdict(int)
-    retried_by_kill_of: dict[str, int] = defaultdict(int)
-    reclaimed_on: dict[str, int] = defaultdict(int)
-    failed = 0
-    for job_id in sent:
-        row = rows.get(job_id)
-        if row is None:
-            problems.append(f"job {job_id} was sent and is gone from the job table")
-            continue
-        if row.state not in ("completed", "failed"):
-            problems.append(f"job {job_id} of {row.queue} never settled: still {row.state}")
-            continue
-        attempts = runs.get(job_id, {})
-        mine = effects_of.get(job_id, [])
-        if row.retry_count:
-            reclaimed_on[row.queue] += 1
-        if row.state == "completed":
-            lost = range(row.retry_count)
-            if len(mine) != 1:
-                problems.append(f"job {job_id} completed once and left {len(mine)} effects: {mine}")
-            else:
-                (_, _, attempt, side, pid) = mine[0]
-                if attempt != row.retry_count or pid not in [r.pid for r in attempts.get(attempt, [])]:
-                    problems.append(
-                        f"job {job_id} completed as attempt {row.retry_count}, but its effect is of attempt "
-                        f"{attempt} in pid {pid}, which the ledger does not show running it"
-                    )
-                completed_by[side] += 1
-        else:
-            failed += 1
-            lost = range(row.retry_count + 1)
-            if mine:
-                problems.append(f"job {job_id} failed and still left effects: {mine}")
-        for attempt in sorted(attempts):
-            if len(attempts[attempt]) > 1:
-                problems.append(f"job {job_id} ran attempt {attempt} more than once: {attempts[attempt]}")
-            if attempt > row.retry_count:
-                problems.append(f"job {job_id} ran attempt {attempt}, past its retry count {row.retry_count}")
-        for explained in explain_lost_attempts(job_id, row, attempts, lost, killed_at, settled_at):
-            if explained in ("python", "node", "claimer"):
-                retried_by_kill_of[explained] += 1
-            else:
-                problems.append(explained)
-    created = [row.created for row in rows.values()]
-    completed = [row.completed for row in rows.values() if row.completed is not None]
-    span = (max(completed) - min(created)) if completed and created else 0.0
-    return FleetResult(
-        problems=problems,
-        sent=sent,
-        kills=kills,
-        completed_by=completed_by,
-        failed=failed,
-        retried_by_kill_of=retried_by_kill_of,
-        reclaimed_on=reclaimed_on,
-        seconds=0.0,
-        jobs_per_second=len(completed) / span if span else 0.0,
-    )
-
-
-def explain_lost_attempts(
-    job_id: str,
-    row: JobRow,
-    attempts: dict[int, list[Run]],
-    lost: range,
-    killed_at: dict[int, float],
-    settled_at: float,
-) -> list[str]:
-    """For each attempt of the job that did not complete, in order, the side whose killed process
-    explains it ("python", "node", or "claimer" for an attempt that never ran), or a sentence saying
-    why nothing does.
-
-    An attempt that ran is explained by the kill of the process that ran it, after the run began and
-    before the next attempt's began. One that never ran was claimed by a process that died before
-    its handler started: some worker must have been killed after the kill that explained the attempt
-    before it (the job could be claimed again only once that attempt was reclaimed) and before the
-    next attempt's run.
-    """
-    found: list[str] = []
-    floor = row.created - 1  # the database's clock and ours agree to well within a second
-    for attempt in lost:
-        later = [r.at for k, rs in attempts.items() if k > attempt for r in rs]
-        window_end = min(later) if later else (row.completed or settled_at)
-        if attempts.get(attempt):
-            run = attempts[attempt][0]
-            at = killed_at.get(run.pid)
-            if at is None or not run.at <= at <= window_end:
-                found.append(
-                    f"job {job_id} of {row.queue}: attempt {attempt} ran in {run.side} pid {run.pid} "
-                    f"from {run.at:.3f} and was retried without that process being killed before "
-                    f"{window_end:.3f} (killed at {at})"
-                )
-            else:
-                found.append(run.side)
-                floor = at
-            continue
-        kill = min((at for at in killed_at.values() if floor < at <= window_end), default=None)
-        if kill is None:
-            found.append(
-                f"job {job_id} of {row.queue}: attempt {attempt} never ran and was retried with no "
-                f"worker killed between {floor:.3f} and {window_end:.3f}"
-            )
-        else:
-            found.append("claimer")
-            floor = kill
-    return found

@@ -1,10 +1,10 @@
-"""The mixed fleet's verdict (tests/fleet.py's check()), on made-up histories, without a database:
+"""The mixed fleet's verdict (tests/fleet_verdict.py), on made-up histories, without a database:
 what it calls a lost job, a job completed twice and a retry no kill explains, so that the storm's
 test (tests/test_mixed_fleet.py) can fail for each."""
 
 from __future__ import annotations
 
-from tests.fleet import JobRow, Kill, Run, check
+from tests.fleet_verdict import JobRow, Kill, Run, check
 
 JOB = "00000000-0000-4000-8000-000000000001"
 QUEUE = "fleet-expiry"
