@@ -29,7 +29,7 @@ def test_a_mixed_fleet_under_a_kill_storm_loses_no_job_completes_none_twice_and_
 ):
     seed = int(os.environ.get("PGBOSS_FLEET_SEED") or random.randrange(2**32))
     plan = FleetPlan(
-        jobs=400, send_seconds=10, handler_ms=(100, 300), our_monitor_on=QUEUES[seed % 2], seed=seed
+        jobs=300, send_seconds=8, handler_ms=(100, 300), our_monitor_on=QUEUES[seed % 2], seed=seed
     )
     launch = Launch(
         python_env=worker_env(PGBOSS_TEST_EXTRA_APPS="tests.fleetapp", PGBOSS_TEST_CONN_MAX_AGE="60"),
