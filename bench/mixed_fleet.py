@@ -10,7 +10,8 @@ two transactional queues, one whose killed jobs come back through their expiry a
 heartbeat, our ``pgboss_monitor`` keeping one queue and pg-boss's supervisor the other; the jobs sent
 half by Boss.send() in this process and half by pg-boss's send(), spread over --send-seconds, while
 a worker running a job is killed with SIGKILL every --kill-every seconds (a monitor every fifth
-kill) and replaced. When every job has settled it prints what it found: jobs lost, completed twice,
+kill) and replaced, for as long as jobs flow: the sends, then the backlog a slower fleet built up,
+until the last 20 are left to settle. When every job has settled it prints what it found: jobs lost, completed twice,
 retried without a kill to explain it (each named, the first 20), who completed what, the kills and
 the attempts they cost, and the fleet's throughput, jobs completed per second from the first send
 to the last completion. --no-kills runs the same fleet without the storm, for comparison.
@@ -26,6 +27,7 @@ import argparse
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -88,6 +90,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=None, help="the storm's seed (random)")
     parser.add_argument("--keep", action="store_true", help="keep the ledger and the processes' logs")
     args = parser.parse_args()
+    # A SIGTERM ends the run through its finally blocks, so the fleet's processes are stopped too.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
 
     call_command("migrate", verbosity=0)
     seed = random.randrange(2**32) if args.seed is None else args.seed

@@ -76,6 +76,8 @@ class FleetPlan:
     heartbeat_seconds: int = 10
     retry_limit: int = 10
     settle_seconds: float = 60.0
+    #: The storm ends once every job was sent and no more than this many are left to settle.
+    calm: int = 20
     start_seconds: float = 120.0
     #: The queue our monitor keeps (pg-boss's supervisor keeps the other).
     our_monitor_on: str = EXPIRY_QUEUE
@@ -399,10 +401,16 @@ def storm(plan: FleetPlan, launch: Launch, directory: Path) -> FleetResult:
         sender.start()
         victims = deque(VICTIMS)
         next_kill = time.monotonic() + rng.uniform(*plan.kill_every)
-        while sender.is_alive() or node_sender.poll() is None:
+        # The storm lasts as long as the jobs flow: while they are sent, and then while the backlog a
+        # slower fleet built up drains, until only the plan's last few are left to settle.
+        flowing, next_count = True, 0.0
+        while flowing:
             time.sleep(0.02)
             ledger.read()
             fleet.watch()
+            if time.monotonic() >= next_count:
+                flowing = sender.is_alive() or node_sender.poll() is None or settled() < plan.jobs - plan.calm
+                next_count = time.monotonic() + 0.5
             # A worker is killed only while it runs a job; until one of that side does, the kill waits.
             if time.monotonic() >= next_kill and fleet.kill(victims[0], rng):
                 victims.rotate(-1)
@@ -415,7 +423,7 @@ def storm(plan: FleetPlan, launch: Launch, directory: Path) -> FleetResult:
         else:
             node_ids = json.loads(out.strip().splitlines()[-1])["ids"]
         sent = {job_id: "python" for job_id in python_ids} | {job_id: "node" for job_id in node_ids}
-        sent_at = time.time()
+        storm_ended_at = time.time()
         deadline = time.monotonic() + plan.settle_seconds
         while settled() < len(sent) and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -428,5 +436,9 @@ def storm(plan: FleetPlan, launch: Launch, directory: Path) -> FleetResult:
     result.problems[:0] = send_errors + fleet.crashes
     result.reclaimed_by_our_monitor = fleet.reclaimed_by_our_monitor()
     result.seconds = settled_at - started
-    result.phases = {"start": ready_at - started, "send": sent_at - ready_at, "settle": settled_at - sent_at}
+    result.phases = {
+        "start": ready_at - started,
+        "storm": storm_ended_at - ready_at,
+        "settle": settled_at - storm_ended_at,
+    }
     return result
