@@ -13,12 +13,9 @@ monitor it has, whichever side's worker ran them.
 Every handler appends a ``run`` line to the ledger file before its work (outside any
 transaction, so a killed attempt's line stays) and writes its effect, a row of the effect table,
 inside the transaction that completes the job, so a row exists exactly when that attempt
-completed. ``check()`` (tests/fleet_verdict.py) then reads the job rows, the ledger, the effects and the kills, and names
-every job lost, completed twice, or retried without a kill to explain it. The rule for the last:
-an attempt that did not complete must have run in a process that was killed after the run began
-and before the next attempt began; an attempt with no run line (its process claimed it and died
-before the handler started) needs a worker killed between the previous attempt's run (or the
-send) and the next attempt's.
+completed. ``check()`` (tests/fleet_verdict.py, which says how a retry is explained) then reads the
+job rows, the ledger, the effects and the kills, and names every job lost, completed twice, or
+retried without a kill to explain it.
 """
 
 from __future__ import annotations
@@ -70,7 +67,7 @@ class FleetPlan:
     node_workers: int = 2
     #: Each job's handler sleeps a random whole number of milliseconds in this range.
     handler_ms: tuple[int, int] = (50, 250)
-    #: Seconds between two kills, drawn at random in this range while the jobs are being sent.
+    #: Seconds between two kills, drawn at random in this range while the jobs flow.
     kill_every: tuple[float, float] = (0.6, 1.4)
     expire_in_seconds: int = 5
     heartbeat_seconds: int = 10
@@ -382,19 +379,20 @@ def storm(plan: FleetPlan, launch: Launch, directory: Path) -> FleetResult:
     python_ids: list[str] = []
     send_errors: list[str] = []
     started = time.time()
+    node_sender: subprocess.Popen | None = None
     try:
         fleet.start_all()
         fleet.wait_ready(plan.start_seconds)
         ready_at = time.time()
-        send = [str(directory / "node-plan.json"), str(plan.send_seconds)]
-        node_sender = subprocess.Popen(
-            ["node", str(NODE_SCRIPT), "send", launch.database_url, node_schema(), *send],
-            cwd=launch.cwd,
-            env={**os.environ, "PGBOSS_NODE_DIR": launch.node_dir},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        send = [str(directory / "node-plan.json"), str(plan.send_seconds), str(directory / "node-ids.json")]
+        with (directory / "node-sender.log").open("w") as out:
+            node_sender = subprocess.Popen(
+                ["node", str(NODE_SCRIPT), "send", launch.database_url, node_schema(), *send],
+                cwd=launch.cwd,
+                env={**os.environ, "PGBOSS_NODE_DIR": launch.node_dir},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         sender = threading.Thread(
             target=send_python, args=(python_jobs, plan.send_seconds, python_ids, send_errors), daemon=True
         )
@@ -403,25 +401,27 @@ def storm(plan: FleetPlan, launch: Launch, directory: Path) -> FleetResult:
         next_kill = time.monotonic() + rng.uniform(*plan.kill_every)
         # The storm lasts as long as the jobs flow: while they are sent, and then while the backlog a
         # slower fleet built up drains, until only the plan's last few are left to settle.
-        flowing, next_count = True, 0.0
+        flowing, next_count, drained_by = True, 0.0, None
         while flowing:
             time.sleep(0.02)
             ledger.read()
             fleet.watch()
             if time.monotonic() >= next_count:
-                flowing = sender.is_alive() or node_sender.poll() is None or settled() < plan.jobs - plan.calm
+                sending = sender.is_alive() or node_sender.poll() is None
+                if not sending and drained_by is None:
+                    drained_by = time.monotonic() + plan.settle_seconds
+                flowing = sending or (settled() < plan.jobs - plan.calm and time.monotonic() < drained_by)
                 next_count = time.monotonic() + 0.5
             # A worker is killed only while it runs a job; until one of that side does, the kill waits.
             if time.monotonic() >= next_kill and fleet.kill(victims[0], rng):
                 victims.rotate(-1)
                 next_kill = time.monotonic() + rng.uniform(*plan.kill_every)
         sender.join()
-        out, err = node_sender.communicate()
-        if node_sender.returncode != 0:
-            send_errors.append(f"the pg-boss sender failed:\n{err}")
+        if node_sender.wait() != 0:
+            send_errors.append(f"the pg-boss sender failed:\n{(directory / 'node-sender.log').read_text()}")
             node_ids: list[str] = []
         else:
-            node_ids = json.loads(out.strip().splitlines()[-1])["ids"]
+            node_ids = json.loads((directory / "node-ids.json").read_text())
         sent = {job_id: "python" for job_id in python_ids} | {job_id: "node" for job_id in node_ids}
         storm_ended_at = time.time()
         deadline = time.monotonic() + plan.settle_seconds
@@ -430,6 +430,9 @@ def storm(plan: FleetPlan, launch: Launch, directory: Path) -> FleetResult:
             fleet.watch()
         settled_at = time.time()
     finally:
+        if node_sender is not None and node_sender.poll() is None:
+            node_sender.kill()
+            node_sender.wait()
         fleet.stop()
     ledger.read()
     result = check(sent, job_rows(sent), ledger.runs(), effects(), fleet.kills, settled_at)

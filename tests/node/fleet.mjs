@@ -10,13 +10,14 @@
 //   node fleet.mjs supervise <connection string> <schema> <queue>
 //       pg-boss's own supervisor pass over <queue> every second (boss.supervise(): expiry and
 //       heartbeat failures, counts), no workers. Prints {"ready": true} and runs until killed.
-//   node fleet.mjs send <connection string> <schema> <plan file> <seconds>
+//   node fleet.mjs send <connection string> <schema> <plan file> <seconds> <ids file>
 //       sends the plan's jobs ([[queue, data], ...]) with boss.send(), one at a time, spread evenly
-//       over <seconds>; prints {"ids": [...]} (the plan's order) when done.
+//       over <seconds>; writes their ids (a JSON list, the plan's order) to <ids file> when done
+//       (a file: a pipe would fill up at a few thousand ids and stall the sender).
 //
 // <schema> is spelled as a pg-boss user configures it: bare, or in double quotes when the name
 // needs them.
-import { appendFileSync, readFileSync } from 'node:fs'
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { pathToFileURL } from 'node:url'
 
@@ -77,7 +78,7 @@ if (role === 'work') {
     await sleep(1000)
   }
 } else if (role === 'send') {
-  const [planFile, seconds] = args
+  const [planFile, seconds, idsFile] = args
   const plan = JSON.parse(readFileSync(planFile, 'utf8'))
   const start = Date.now()
   const ids = []
@@ -86,7 +87,7 @@ if (role === 'work') {
     if (Date.now() < due) await sleep(due - Date.now())
     ids.push(await boss.send(queue, data))
   }
-  console.log(JSON.stringify({ ids }))
+  writeFileSync(idsFile, JSON.stringify(ids))
   await boss.stop({ graceful: false, wait: true })
 } else {
   throw new Error(`unknown role ${role}`)
