@@ -1,10 +1,12 @@
 """The worker's LISTEN connection notices when it dies (issue 35, item 4): a connection that stops
 answering without closing, through a proxy that stops forwarding, is given up within the heartbeat
 timeout; the notify queues poll at their fast interval until the listener is back; it reconnects,
-LISTENs again and says so once; and a notification after that wakes the worker again."""
+LISTENs again and says so once; and a notification after that, from Python or from pg-boss 12.38.0
+(Node), wakes the worker again."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -19,9 +21,10 @@ from django.db import connection
 
 from django_pgboss import boss, signals
 from django_pgboss.api.boss import Boss
+from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import InvalidOption
-from django_pgboss.worker.listener import ListenerStalled
+from django_pgboss.worker.listen_connection import ListenConnection, ListenerSettings, ListenerStalled
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.runner import Worker
 from tests.helpers import pgboss_settings_with
@@ -93,7 +96,10 @@ def _start(worker: Worker) -> threading.Thread:
     return thread
 
 
-def test_a_silent_connection_is_noticed_the_queue_polls_fast_meanwhile_and_listens_again(proxy, caplog):
+@pytest.mark.node
+def test_a_silent_connection_is_noticed_the_queue_polls_fast_meanwhile_and_listens_again(
+    proxy, caplog, run_pgboss
+):
     boss.create_queue("silent", notify=True)
     done: list[str] = []
     with (
@@ -135,6 +141,11 @@ def test_a_silent_connection_is_noticed_the_queue_polls_fast_meanwhile_and_liste
             time.sleep(1)  # the loop's wake-up fetch is done; it waits its relaxed interval again
             after = boss.send("silent", {})
             wait_for(lambda: after in done, timeout=10)
+            # pg-boss 12.38.0's own send notifies the channel the listener listens on again.
+            (from_node,) = run_pgboss("send", pgboss_settings.SCHEMA, "silent", json.dumps([{"data": {}}]))[
+                "ids"
+            ]
+            wait_for(lambda: from_node in done, timeout=10)
         finally:
             worker.stop()
             thread.join(30)
@@ -182,6 +193,27 @@ def test_a_connection_the_server_closes_is_reconnected_without_waiting_for_a_hea
             thread.join(30)
     (reconnected,) = reconnections.calls
     assert "terminat" in reconnected["reason"]
+
+
+def test_a_connection_whose_listen_is_gone_fails_its_heartbeat():
+    class Forgetful(DatabaseContext):
+        # What a pooler in transaction mode does: the LISTEN ran on one server session and the
+        # heartbeat runs on another, which listens on nothing.
+        def listen_sql(self) -> str:
+            return "SELECT 1"
+
+    listen = ListenConnection(Forgetful(), ListenerSettings(), threading.Event())
+    try:
+        with pytest.raises(ListenerStalled, match=r"the LISTEN on pgboss_[0-9a-f]{24} was lost"):
+            listen.heartbeat()
+    finally:
+        listen.close()
+    answered = ListenConnection(DatabaseContext(), ListenerSettings(), threading.Event())
+    try:
+        answered.heartbeat()
+        assert answered.heartbeats == 1
+    finally:
+        answered.close()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="TCP_KEEPIDLE is Linux's option name")

@@ -19,9 +19,9 @@ from __future__ import annotations
 import selectors
 import threading
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import pq
@@ -29,6 +29,9 @@ from psycopg import pq
 from django_pgboss import arguments
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
+
+if TYPE_CHECKING:
+    from psycopg.pq.abc import PGresult
 
 #: How often a wait looks at the stop event, so that a stopping worker is not held by a heartbeat.
 STOP_CHECK_SECONDS = 0.5
@@ -69,7 +72,8 @@ class ListenerSettings:
                 "NOTIFY_HEARTBEAT_TIMEOUT_SECONDS", pgboss_settings.NOTIFY_HEARTBEAT_TIMEOUT_SECONDS
             ),
             keepalive_initial_delay_seconds=checked(
-                "NOTIFY_KEEPALIVE_INITIAL_DELAY_SECONDS", pgboss_settings.NOTIFY_KEEPALIVE_INITIAL_DELAY_SECONDS
+                "NOTIFY_KEEPALIVE_INITIAL_DELAY_SECONDS",
+                pgboss_settings.NOTIFY_KEEPALIVE_INITIAL_DELAY_SECONDS,
             ),
         )
 
@@ -92,6 +96,8 @@ class ListenConnection:
         self.settings = settings
         self.channel = context.notify_channel()
         self._stop = stop
+        #: How many heartbeats the connection has answered.
+        self.heartbeats = 0
         self._connection = psycopg.connect(autocommit=True, **self._params())
         try:
             self._pgconn = self._connection.pgconn
@@ -154,8 +160,9 @@ class ListenConnection:
         }
         if self.channel not in channels:
             raise ListenerStalled(f"the LISTEN on {self.channel} was lost")
+        self.heartbeats += 1
 
-    def _round_trip(self, sql: str) -> list[pq.PGresult]:
+    def _round_trip(self, sql: str) -> list[PGresult]:
         """Run ``sql`` and return its results, or raise ListenerStalled past the heartbeat timeout.
 
         Notifications that arrive with the answer stay in libpq's queue for the next ``receive()``.

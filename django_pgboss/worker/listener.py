@@ -89,6 +89,10 @@ class NotifyListener:
         # When the last working connection was lost, and why: reported once LISTEN is back.
         lost: tuple[float, str] | None = None
         while not self._stop.is_set():
+            # Whether the connection answered a heartbeat before it was lost: one that never did
+            # (a pooler that hands the heartbeat to another backend) counts as one more failure
+            # in a row, so that it is not reported afresh at every reconnection.
+            proven = False
             try:
                 self.connection = ListenConnection(self.context, self.settings, self._stop)
                 try:
@@ -97,16 +101,16 @@ class NotifyListener:
                     if lost is not None:
                         self._listening_again(*lost)
                         lost = None
-                    failures = 0
                     while not self._stop.is_set():
                         self.connection.receive(self._deliver)
                 finally:
+                    proven = self.connection.heartbeats > 0
                     self.connection.close()
                     self.connection = None
             except (psycopg.Error, OSError) as exc:
                 if self._stop.is_set():
                     break
-                failures += 1
+                failures = 1 if proven else failures + 1
                 was_connected = self.connected.is_set()
                 # Cleared before the loops are woken, so that each one, once it has fetched, waits
                 # its polling_interval_seconds rather than its relaxed notify interval.
