@@ -25,6 +25,7 @@ from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import InvalidOption
 from django_pgboss.worker.listen_connection import ListenConnection, ListenerSettings, ListenerStalled
+from django_pgboss.worker.listener import NotifyListener
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.runner import Worker
 from tests.helpers import pgboss_settings_with
@@ -195,13 +196,15 @@ def test_a_connection_the_server_closes_is_reconnected_without_waiting_for_a_hea
     assert "terminat" in reconnected["reason"]
 
 
-def test_a_connection_whose_listen_is_gone_fails_its_heartbeat():
-    class Forgetful(DatabaseContext):
-        # What a pooler in transaction mode does: the LISTEN ran on one server session and the
-        # heartbeat runs on another, which listens on nothing.
-        def listen_sql(self) -> str:
-            return "SELECT 1"
+class Forgetful(DatabaseContext):
+    """A connection whose LISTEN is gone by its heartbeat, as when a pooler in transaction mode
+    runs the LISTEN on one server session and the heartbeat on another."""
 
+    def listen_sql(self) -> str:
+        return "SELECT 1"
+
+
+def test_a_connection_whose_listen_is_gone_fails_its_heartbeat():
     listen = ListenConnection(Forgetful(), ListenerSettings(), threading.Event())
     try:
         with pytest.raises(ListenerStalled, match=r"the LISTEN on pgboss_[0-9a-f]{24} was lost"):
@@ -214,6 +217,26 @@ def test_a_connection_whose_listen_is_gone_fails_its_heartbeat():
         assert answered.heartbeats == 1
     finally:
         answered.close()
+
+
+def test_a_listener_whose_every_connection_loses_its_listen_reports_it_ever_more_rarely(caplog):
+    # Each connection LISTENs, then fails its first heartbeat: the losses count as one outage in a
+    # row (logged the 1st, 2nd, 4th ... time), not as a fresh one at each reconnection.
+    listener = NotifyListener(
+        Forgetful(),
+        ["q"],
+        wake=lambda name: None,
+        settings=ListenerSettings(heartbeat_interval_seconds=1, heartbeat_timeout_seconds=1),
+    )
+    with caplog.at_level(logging.WARNING, logger="django_pgboss.worker"):
+        listener.start()
+        try:
+            wait_for(lambda: listener.reconnects >= 4, timeout=30)
+        finally:
+            listener.stop()
+    reported = [r for r in caplog.records if r.getMessage().startswith("LISTEN connection lost")]
+    assert reported and "was lost" in reported[0].getMessage()
+    assert len(reported) < listener.reconnects
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="TCP_KEEPIDLE is Linux's option name")

@@ -118,7 +118,7 @@ class NotifyListener:
                 if was_connected:
                     lost = (time.monotonic(), one_line(exc))
                     self._wake_all()
-                self._report_failure(exc, failures)
+                self._stop.wait(self._report_failure(exc, failures))
 
     def _listening_again(self, lost_at: float, reason: str) -> None:
         """Say once that LISTEN is back, and wake every notify queue: what was sent meanwhile
@@ -144,7 +144,9 @@ class NotifyListener:
             schema=self.context.schema,
         )
 
-    def _report_failure(self, exc: Exception, failures: int) -> None:
+    def _report_failure(self, exc: Exception, failures: int) -> float:
+        """Log and send failure number ``failures`` in a row; return how long to wait before the
+        next connection."""
         # Every error here is about the connection itself, so the listener probes at least once a
         # second: the moment the server answers, it listens again.
         delay = min(UNREACHABLE_MAX_SECONDS, 0.2 * 2**failures)
@@ -179,4 +181,4 @@ class NotifyListener:
                 doing=f"listening on {self.channel}",
                 instance=self,
             )
-        self._stop.wait(delay)
+        return delay
