@@ -125,9 +125,17 @@ class RunPgBossSQL(Operation):
         self._run(app_label, schema_editor, self.reverse_filename)
 
 
+#: The steps whose index builds go through bam (``upgrade/vN_to_vM.bam.sql``), by the version each
+#: starts from: pg-boss 12.38 queues those builds rather than run them in the migration, and so do
+#: these. They replace the released files of the same steps (frozen, which built the indexes in the
+#: migration's transaction, holding a write lock on each job table for the whole build).
+BAM_BUILD_STEPS = frozenset({26, 27, 32, 37, 39, 42})
 #: The frozen steps that bring an older pg-boss schema to 43, by the version each starts from, and
 #: the file of schema 43's functions applied before them (see sql/upgrade/functions_43.sql).
-UPGRADE_STEPS = {version: f"upgrade/v{version}_to_v{version + 1}.sql" for version in range(25, 43)}
+UPGRADE_STEPS = {
+    version: f"upgrade/v{version}_to_v{version + 1}{'.bam' if version in BAM_BUILD_STEPS else ''}.sql"
+    for version in range(25, 43)
+}
 UPGRADE_FUNCTIONS = "upgrade/functions_43.sql"
 #: The frozen steps that roll a schema back one version, by the version each starts from, with the
 #: effect of pg-boss's rollback of that version (``pg-boss rollback``, migrationStore's
