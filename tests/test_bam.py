@@ -224,7 +224,9 @@ def test_a_command_waits_for_the_earlier_commands_of_its_migration_on_its_table(
         enqueue("job_i93", "DROP INDEX CONCURRENTLY IF EXISTS {s}.job_i93", 40)
         # A later migration's command on the same table is not held back (pg-boss's rule is per
         # migration), nor is anything on another table.
-        enqueue("job_i90", "CREATE INDEX CONCURRENTLY IF NOT EXISTS job_i90 ON {s}.job (name, created_on)", 41)
+        enqueue(
+            "job_i90", "CREATE INDEX CONCURRENTLY IF NOT EXISTS job_i90 ON {s}.job (name, created_on)", 41
+        )
 
         monitor = Monitor(cron=False)
         report = monitor.build_indexes(gated=False)

@@ -158,10 +158,13 @@ def test_every_upgrade_step_has_its_file_and_the_chain_reaches_46():
     # steps that built their indexes in the migration stay on disk, frozen, out of the chain: each
     # has its successor, which queues them in bam.
     replaced = {f"upgrade/v{v}_to_v{v + 1}.sql" for v in BAM_BUILD_STEPS}
-    assert on_disk == set(UPGRADE_STEPS.values()) | {
-        f"upgrade/v{v}_to_v{v + 1}.sql" for v in (43, 44, 45)
-    } | replaced
-    assert {UPGRADE_STEPS[v] for v in BAM_BUILD_STEPS} == {f"upgrade/v{v}_to_v{v + 1}.bam.sql" for v in BAM_BUILD_STEPS}
+    assert (
+        on_disk
+        == set(UPGRADE_STEPS.values()) | {f"upgrade/v{v}_to_v{v + 1}.sql" for v in (43, 44, 45)} | replaced
+    )
+    assert {UPGRADE_STEPS[v] for v in BAM_BUILD_STEPS} == {
+        f"upgrade/v{v}_to_v{v + 1}.bam.sql" for v in BAM_BUILD_STEPS
+    }
     chain = [*UPGRADE_STEPS.values(), *(f"upgrade/v{v}_to_v{v + 1}.sql" for v in (43, 44, 45))]
     for version, step in zip(range(25, 46), chain, strict=True):
         text = (SQL_DIR / step).read_text()

@@ -45,6 +45,8 @@
 //       runs one pass of pg-boss's own monitor and maintenance over <queue> (boss.supervise(), with
 //       persistQueueStats), then prints the queue as boss.getQueue() reads it and its stats as
 //       boss.getQueueStats() reads them (with the percentiles, when given).
+//   node pgboss.mjs resolve <connection string> <schema>
+//       runs one pass of pg-boss's own flow resolver now (boss.resolveFlow()); prints {}.
 //   node pgboss.mjs send-traced <connection string> <schema> <queue> <jobs JSON> <traceparent>
 //       send's boss.send() with openTelemetry.propagateContext and a propagator that injects
 //       {"traceparent": <traceparent>}: pg-boss's own send stores that carrier on each job (no
@@ -158,6 +160,8 @@ try {
     await new Promise((resolve) => process.stdin.on('end', resolve))
   } else if (command === 'instances') {
     result.instances = await boss.getInstances(JSON.parse(args[0] || '{}'))
+  } else if (command === 'resolve') {
+    await boss.resolveFlow()
   } else if (command === 'supervise') {
     await boss.supervise(args[0])
     result.queue = await boss.getQueue(args[0])
