@@ -184,20 +184,3 @@ def resolve_flow_jobs(schema: str, table: str) -> str:
     )
     SELECT count(*)::int FROM cleared
     """
-
-
-def cleanup_dependencies(schema: str, table: str) -> str:
-    """Maintenance: delete the edges of the named queues whose child or parent job is gone from
-    ``table`` (deleted by retention, delete_job() or a purge), as pg-boss's cleanupDependencies.
-    Parameter: names.
-
-    A child whose parent was deleted before completing stays blocked (pg-boss's behaviour): its
-    pending count is not decremented, so it waits until retention deletes it in turn.
-    """
-    return f"""
-    DELETE FROM {schema}.job_dependency
-    WHERE (child_name = ANY(%(names)s::text[])
-        AND NOT EXISTS (SELECT 1 FROM {schema}.{table} j WHERE j.name = child_name AND j.id = child_id))
-      OR (parent_name = ANY(%(names)s::text[])
-        AND NOT EXISTS (SELECT 1 FROM {schema}.{table} j WHERE j.name = parent_name AND j.id = parent_id))
-    """
