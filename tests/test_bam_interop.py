@@ -99,10 +99,13 @@ def test_the_builds_pg_boss_left_pending_are_built_by_our_monitor(empty_database
 
 def queued_builds() -> dict[str, list[tuple]]:
     """What bam holds, per job table in the order its commands run: (queue, version, name, status,
-    the command with its whitespace folded; pg-boss's carry the indentation of its source)."""
+    the command with its whitespace folded; pg-boss's carry the indentation of its source). Before
+    version 33 set bam's created_on default to clock_timestamp(), every row pg-boss's migration
+    queued had the transaction's start as its created_on, so migrations 27's and 28's rows tie:
+    those are ordered by version."""
     by_table: dict[str, list[tuple]] = {}
     for table, queue, version, name, status, command in rows(
-        "SELECT table_name, queue, version, name, status, command FROM {s}.bam ORDER BY created_on, id"
+        "SELECT table_name, queue, version, name, status, command FROM {s}.bam ORDER BY created_on, version, id"
     ):
         by_table.setdefault(table, []).append((queue, version, name, status, " ".join(command.split())))
     return by_table
