@@ -195,6 +195,11 @@ class InstallPgBossSchema(RunPgBossSQL):
             self._announce(adoption_message(state, connection.alias))
         elif plan.action == "upgrade":
             assert plan.from_version is not None
+            # The tables the steps alter are locked all at once first, as migrations 0005 to 0007
+            # lock theirs (see lock_for_step()): a step that took them one statement at a time
+            # would close a cycle with a client that holds a job table and waits for the queue
+            # table (a send's foreign key check), and PostgreSQL would fail one side.
+            lock_for_step(connection, schema, stats="queue_stats" in state.catalog.tables)
             schema_editor.execute(render_sql(UPGRADE_FUNCTIONS, schema), params=None)
             for version in range(plan.from_version, INITIAL_VERSION):
                 schema_editor.execute(render_sql(UPGRADE_STEPS[version], schema), params=None)
@@ -290,9 +295,9 @@ LOCK_ATTEMPT_TIMEOUT = "200ms"
 LOCK_DEADLINE_SECONDS = 300.0
 
 
-def lock_for_step(connection: Any, schema: str) -> None:
+def lock_for_step(connection: Any, schema: str, *, stats: bool = True) -> None:
     """Take, in the migration's transaction, the locks of every table a version step alters, all at
-    once and before the step runs.
+    once and before the step runs (``stats`` False: a schema without queue_stats yet, older than 35).
 
     Clients take these tables' locks in different orders: django_pgboss's send locks its job table,
     then reads the queue row; pg-boss 12.35's fetch locks a job partition, then the partitioned
@@ -318,7 +323,7 @@ def lock_for_step(connection: Any, schema: str) -> None:
         try:
             with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
                 cursor.execute(catalog.lock_attempt(), {"timeout": LOCK_ATTEMPT_TIMEOUT})
-                cursor.execute(catalog.lock_for_upgrade(quoted))
+                cursor.execute(catalog.lock_for_upgrade(quoted, stats=stats))
                 # The step's own statements wait as the session is configured to: it holds the
                 # tables already, and what else it touches (bam, version) nothing holds for long.
                 cursor.execute(catalog.lock_attempt(), {"timeout": configured})

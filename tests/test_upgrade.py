@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -374,3 +375,60 @@ def job_table_of(queue: str) -> str:
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT table_name FROM {q()}.queue WHERE name = %s", [queue])
         return cursor.fetchone()[0]
+
+
+def test_an_upgrade_from_an_old_schema_never_deadlocks_with_a_send(empty_database):
+    """A send holds its job table, then locks its queue's row (the foreign key): migration 0001's
+    steps from an older schema alter the queue table, then the job table, so had they taken the
+    locks one statement at a time, the send and the migration would each wait for the other until
+    PostgreSQL failed one. The migration takes the tables at once, retried, so the send goes first."""
+    import psycopg
+
+    from tests.conftest import database_url
+
+    with schema_for("12.20.0"):
+        run_legacy("12.20.0")
+        schema = q()
+        outcome: list = []
+
+        def migrate() -> None:
+            try:
+                call_command("migrate", "pgboss", verbosity=0)
+                outcome.append("migrated")
+            except BaseException as exc:  # reported below: a thread's exception is otherwise lost
+                outcome.append(exc)
+            finally:
+                connection.close()
+
+        with (
+            psycopg.connect(database_url()) as sender,
+            psycopg.connect(database_url(), autocommit=True) as observer,
+        ):
+            # The send's first lock: its job table, as its INSERT takes it.
+            sender.execute(f"LOCK TABLE {schema}.job_common IN ROW EXCLUSIVE MODE")
+            migration = threading.Thread(target=migrate)
+            migration.start()
+            deadline = time.monotonic() + 30
+            waiting = 0
+            while not waiting and time.monotonic() < deadline:
+                time.sleep(0.02)
+                (waiting,) = observer.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND pid <> %s",
+                    [sender.info.backend_pid],
+                ).fetchone()
+            assert waiting, "the migration never waited for the send's table"
+            # Then the rest of the send: the row, whose foreign key locks the queue's row.
+            sender.execute(
+                f"INSERT INTO {schema}.job_common (name, data, policy, start_after, keep_until) "
+                "VALUES ('legacy-shared', '{\"n\": 99}', 'standard', now(), now() + interval '1 day')"
+            )
+            sender.commit()
+        migration.join(timeout=120)
+
+        assert outcome == ["migrated"]
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT version FROM {q()}.version")
+            assert cursor.fetchone() == (46,)
+            cursor.execute(f"SELECT count(*) FROM {q()}.job WHERE data->>'n' = '99'")
+            assert cursor.fetchone() == (1,)
