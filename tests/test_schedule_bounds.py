@@ -3,7 +3,7 @@ cost a timekeeper pass (issue 16's remainder).
 
 dateutil searches period after period, up to the year 9999, for the next occurrence of a rule
 whose parts never fall together, inside one call nothing could interrupt. Those the checks can
-tell are refused naming the part; every other search is bounded (recurrence._BoundedIterinfo).
+tell are refused naming the part; every other search is bounded (recurrence.search._BoundedIterinfo).
 
 A bound on what a search costs is read on the process's CPU clock (time.process_time()), never
 the wall clock: the budget is a wall-clock deadline, so on a loaded machine a walk gets less CPU

@@ -166,3 +166,16 @@ def lock_for_upgrade(schema: str) -> str:
     """Lock every table a version step alters, job (with each of its partitions), queue and
     queue_stats, in one statement, for the rest of the transaction. ``schema`` is quoted."""
     return f"LOCK TABLE {schema}.job, {schema}.queue, {schema}.queue_stats IN ACCESS EXCLUSIVE MODE"
+
+
+def forget_migrations_script(table: str) -> str:
+    """The statement ``pgboss_rollback --sql`` prints to forget pgboss's recorded migrations, for
+    psql (``table`` is Django's migration table, quoted by the connection): printed, never run
+    here, where the rollback deletes the records through Django's migration recorder."""
+    return f"DELETE FROM {table} WHERE app = 'pgboss';"
+
+
+def lock_timeout_script(timeout: str) -> str:
+    """The statement ``pgboss_rollback --sql`` prints first, for psql: the transaction's lock
+    timeout, as lock_attempt() sets it when the rollback runs here. ``timeout`` is our constant."""
+    return f"SET LOCAL lock_timeout = '{timeout}';"
