@@ -8,8 +8,8 @@ is ``on``. The table and function names are pg-boss's, so its drift check recogn
 
 from __future__ import annotations
 
-#: The session setting through which a connection opts into the test clock (pg-boss's name).
 CLOCK_SETTING = "pgboss.test_clock"
+"""The session setting through which a connection opts into the test clock (pg-boss's name)."""
 
 #: The clock table's name in the schema (pg-boss's).
 CLOCK_TABLE = "__pgboss_test_clock"
