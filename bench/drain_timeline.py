@@ -18,7 +18,7 @@ nothing at all (server and Python idle at once); the probe's lateness; and an AS
 window of the drain (--picture-ms from --picture-at of the drain). ``--switch-interval`` sets
 sys.setswitchinterval() for the run (the experiment's worker, which set its own, took it as its
 switch_interval_seconds), ``--no-probe`` leaves the probe out. ``build`` is the part of each fetch
-spent turning its rows into Jobs (records.jobs_from_cursor), after the reply is in; and the fetch
+spent turning its rows into Jobs (records.jobs_from_table), after the reply is in; and the fetch
 connection's server process is read from /proc/<pid>/schedstat around each fetch (the cluster
 runs on this machine): how long it ran, and how long it waited for a CPU, during the fetch.
 
@@ -66,15 +66,15 @@ SEEN: dict[str, float] = {}
 def instrument() -> None:
     """Wrap the three steps so each appends its (kind, start, end, jobs) to EVENTS."""
     fetch, complete_each, run_handler = JobStore.fetch, JobStore.complete_each, HandlerThreads._run_handler
-    build = jobs_module.jobs_from_cursor
+    build = jobs_module.jobs_from_table
 
-    def timed_build(cursor):  # type: ignore[no-untyped-def]
+    def timed_build(table):  # type: ignore[no-untyped-def]
         started = time.perf_counter()
-        jobs = build(cursor)
+        jobs = build(table)
         EVENTS.append(("build", started, time.perf_counter(), len(jobs)))
         return jobs
 
-    jobs_module.jobs_from_cursor = timed_build
+    jobs_module.jobs_from_table = timed_build
 
     def timed_fetch(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         before = backend_schedstat(self)

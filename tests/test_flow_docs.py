@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from django_pgboss import boss
-from django_pgboss.monitor.runner import Monitor
+from django_pgboss.monitor import Monitor
 from django_pgboss.worker import registry
 from django_pgboss.worker.registry import registrations
 from django_pgboss.worker.runner import Worker

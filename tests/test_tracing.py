@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from django_pgboss import boss
-from django_pgboss.monitor.runner import Monitor
+from django_pgboss.monitor import Monitor
 from django_pgboss.observability import tracing
 from tests.helpers import HANDLER_KINDS, handler_of
 from tests.processes import REPO, worker_env

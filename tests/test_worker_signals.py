@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from django_pgboss import boss, signals
-from django_pgboss.monitor.runner import Monitor
+from django_pgboss.monitor import Monitor
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.runner import Worker
 from tests.helpers import HANDLER_KINDS, handler_of, job_row, rows

@@ -194,7 +194,7 @@ def test_a_worker_whose_database_does_not_answer_raises_start_retry_once():
 def test_a_monitor_whose_first_pass_fails_raises_start_retry_once():
     result = _without_a_database(
         _COLLECT + "import threading\n"
-        "from django_pgboss.monitor.runner import Monitor\n"
+        "from django_pgboss.monitor import Monitor\n"
         "monitor = Monitor(cron=False)\n"
         "target.append(monitor)\n"
         "monitor.run()\n"
