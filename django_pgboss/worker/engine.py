@@ -113,7 +113,6 @@ class Worker:
         if (store is None) != (queue_catalog is None):
             raise InvalidOption("a Worker takes a store and a queue_catalog together, or neither")
         self.boss = boss or Boss()
-        self.instruments = instruments
         # The worker's own statements go through the job store, over the Boss's context (so the
         # two share its queue-route cache), unless it is given another store.
         on_postgres = store is None
@@ -189,6 +188,17 @@ class Worker:
 
     def _listening(self) -> bool:
         return self._listener is not None and self._listener.connected.is_set()
+
+    @property
+    def instruments(self) -> HandlerInstruments | None:
+        """What is told of each handler call's start and end (observability/instruments.py); may
+        be set until the worker runs, as ``pgboss_work --metrics-port`` sets it."""
+        return self._pool.instruments
+
+    @instruments.setter
+    def instruments(self, instruments: HandlerInstruments | None) -> None:
+        for part in (self._pool, self._async, self._deadlines):
+            part.instruments = instruments
 
     @property
     def exit_status(self) -> int:
