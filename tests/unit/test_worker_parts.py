@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from django_pgboss.cancellation import DEADLINE, SHUTDOWN
+from django_pgboss.cancellation import CLAIM_LOST, DEADLINE, SHUTDOWN
 from django_pgboss.exceptions import InvalidOption
 from django_pgboss.worker import Worker, handlers
 from django_pgboss.worker.deadlines import ABANDON_GRACE_SECONDS, EXIT_ABANDONED_THREADS
@@ -213,6 +213,31 @@ def test_a_handler_thread_that_dies_has_its_jobs_failed_and_is_replaced(store, c
     assert (store.jobs[job_id].state, store.jobs[job_id].output) == ("completed", {"value": "attempt 1"})
     (failure,) = store.calls_of("fail_reporting")
     assert failure.ids == [job_id]
+
+
+# -- heartbeats --------------------------------------------------------------------------------------
+
+
+def test_heartbeats_touch_a_running_job_and_a_lost_claim_sets_its_signal(store, clock, start):
+    store.create_queue("q", heartbeat_seconds=2)
+    job_id = store.send("q")
+    seen: list[str | None] = []
+
+    def handler(job: Any) -> None:
+        job.signal.wait(PATIENCE_SECONDS)
+        seen.append(job.signal.reason)
+
+    run = start(Registration("q", handler))
+    eventually(lambda: store.jobs[job_id].state == "active", "the job running")
+    eventually(lambda: store.jobs[job_id].touches >= 2, "two heartbeats", ticking=clock)
+    # The monitor took the job for a dead worker's: another attempt holds it now.
+    with store.lock:
+        store.jobs[job_id].state = "retry"
+    eventually(lambda: seen == [CLAIM_LOST], "the handler saw its claim lost", ticking=clock)
+    run.worker.stop()
+    finish(run, clock)
+    # Its result went to the attempt fence, which left the job as the other attempt has it.
+    assert store.jobs[job_id].state == "retry"
 
 
 # -- the stop: unstarted jobs back at once, the grace period, then the rest back ----------------
