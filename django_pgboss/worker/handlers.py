@@ -292,5 +292,6 @@ class HandlerPool:
         # once per wait, so in a batch only the first unit to end finds it clear.
         if not state.wake.is_set():
             state.wake.set()
-        if board.budget.spent:
+        budget = board.budget
+        if budget.limit is not None and budget.claimed >= budget.limit:
             board.stop_when_idle()

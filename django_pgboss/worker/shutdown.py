@@ -49,12 +49,13 @@ class Shutdown:
 
     def run(self, grace_seconds: float, listener: NotifyListener | None) -> None:
         board, clock = self.board, self.board.clock
+        # The grace period counts from the start of the stop.
+        deadline = clock.monotonic() + (0 if board.aborting.is_set() else grace_seconds)
         board.stop()
         self.deadlines.wake.set()
         # Claimed jobs whose handler has not started go back now, so that another worker (the
         # one a rolling deploy just started) can take them while this one finishes its own.
         self.put_back_unstarted()
-        deadline = clock.monotonic() + (0 if board.aborting.is_set() else grace_seconds)
         while True:
             # A thread that died holds jobs nobody runs: they are failed at once, not waited for.
             self.pool.replace_dead()
