@@ -91,6 +91,10 @@ class HandlerPool:
                     close_old_connections_quietly()
                     unit = state.work.get()
                 if unit is None:
+                    # A stop marker (a stop, or the queue's off_work()): the thread ends, and is
+                    # no dead thread to replace.
+                    with self.board.lock:
+                        self._queue_of.pop(thread, None)
                     return
                 self.current[thread] = unit
                 self._run_unit(state, unit)
@@ -129,9 +133,8 @@ class HandlerPool:
         """
         board = self.board
         for thread, state in list(self._queue_of.items()):
-            if thread.is_alive():
+            if thread.is_alive() or self._queue_of.pop(thread, None) is None:
                 continue
-            del self._queue_of[thread]
             with board.lock:
                 unit = self.current.pop(thread, None)
                 self.current_since.pop(thread, None)

@@ -67,7 +67,7 @@ class NotifyListener:
                     self.ever_connected = True
                     if failures:
                         logger.info("listening again on %s; waking every notify queue", self.channel)
-                        for name in self.queues:
+                        for name in list(self.queues):
                             self.wake(name)
                     failures = 0
                     while not self._stop.is_set():

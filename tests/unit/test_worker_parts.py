@@ -45,7 +45,7 @@ def test_a_queue_claims_ahead_up_to_batch_size_and_never_more(store, clock, star
     run = start(
         Registration("q", lambda job: gate.wait(PATIENCE_SECONDS), concurrency=2, batch_size=6), burst=True
     )
-    eventually(lambda: len(run.worker.snapshot().queues[0].running) == 2, "two jobs running")
+    eventually(lambda: [len(q.running) for q in run.worker.snapshot().queues] == [2], "two jobs running")
     eventually(lambda: store.states("q").get("active") == 6, "four more claimed ahead")
     (queue,) = run.worker.snapshot().queues
     assert (queue.claimed, queue.free, len(queue.running)) == (6, 0, 2)
