@@ -109,5 +109,7 @@ def test_what_the_runtime_api_refuses():
             worker.off_work("nope")
         with pytest.raises(InvalidOption, match="concurrency"):
             worker.work("other", lambda job: None, concurrency=0)
+        with pytest.raises(InvalidOption, match="takes no option 'colour'"):
+            worker.work("other", lambda job: None, colour="blue")
     with pytest.raises(InvalidOption, match="takes no more work"):
         worker.work("fresh", lambda job: None)

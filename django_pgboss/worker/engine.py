@@ -28,6 +28,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import fields
 from types import TracebackType
 from typing import Any
 
@@ -53,7 +54,7 @@ from django_pgboss.worker.instance import registrar
 from django_pgboss.worker.listener import NotifyListener
 from django_pgboss.worker.overruns import HandlerOverruns
 from django_pgboss.worker.ports import SYSTEM_CLOCK, Clock, QueueCatalog, WorkerStore
-from django_pgboss.worker.registry import Registration
+from django_pgboss.worker.registry import Registration, validated
 from django_pgboss.worker.settler import Settler
 from django_pgboss.worker.shutdown import Shutdown, put_back_unstarted
 from django_pgboss.worker.snapshot import WorkerSnapshot, take
@@ -401,7 +402,10 @@ class Worker:
         ``batch_size``, ...); returns the work id, which off_work() takes. On a running worker the
         queue starts at once (QueueNotFound if it does not exist); before start() or run(), with
         the rest. One handler per queue and worker: off_work() the queue before working it anew."""
-        registration = Registration(name, handler, **options)
+        unknown = sorted(set(options) - ({f.name for f in fields(Registration)} - {"queue", "handler"}))
+        if unknown:
+            raise InvalidOption(f"work() takes no option {', '.join(map(repr, unknown))}")
+        registration = validated(Registration(name, handler, **options))
         if registration.transactional and not isinstance(self.jobs, JobStore):
             raise InvalidOption(
                 f"transactional queue(s) {name!r} need the PostgreSQL job store: their handler and "
