@@ -51,7 +51,7 @@ from django_pgboss.worker.fetching import QueueFetcher
 from django_pgboss.worker.handlers import HandlerPool
 from django_pgboss.worker.heartbeats import Heartbeats
 from django_pgboss.worker.instance import registrar
-from django_pgboss.worker.listener import NotifyListener
+from django_pgboss.worker.listener import ListenerSettings, NotifyListener
 from django_pgboss.worker.overruns import HandlerOverruns
 from django_pgboss.worker.ports import SYSTEM_CLOCK, Clock, QueueCatalog, WorkerStore
 from django_pgboss.worker.registry import Registration, validated
@@ -184,6 +184,8 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
         self._listener: NotifyListener | None = None
+        # Read here, so that a bad NOTIFY_* setting is refused with the other arguments.
+        self._listener_settings = ListenerSettings.from_settings()
         # The worker's row in the instance registry (worker/instance.py); built here so that a bad
         # INSTANCE_* setting is refused with the other arguments.
         self._instance = registrar(self)
@@ -304,7 +306,9 @@ class Worker:
             self._pool.start_queue(state)
         if notify and self.listen:
             if self._listener is None:
-                self._listener = NotifyListener(self.boss.context, [registration.queue], board.wake)
+                self._listener = NotifyListener(
+                    self.boss.context, [registration.queue], board.wake, settings=self._listener_settings
+                )
                 self._listener.start()
             else:
                 self._listener.queues.add(registration.queue)
