@@ -35,6 +35,7 @@ is spread over the last hour. Then VACUUM ANALYZE and CHECKPOINT.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import multiprocessing
 import os
 import platform
@@ -66,6 +67,7 @@ from django_pgboss.conf import pgboss_settings  # noqa: E402
 from django_pgboss.db.identifiers import schema_key  # noqa: E402
 from django_pgboss.monitor.supervisor import CHUNK_SIZE, EXPIRED_OUTPUT, STALLED_OUTPUT  # noqa: E402
 from django_pgboss.plans import maintenance as maintenance_plans  # noqa: E402
+from django_pgboss.plans import retention as retention_plans  # noqa: E402
 from django_pgboss.plans import stats as stats_plans  # noqa: E402
 from django_pgboss.wire import to_json  # noqa: E402
 
@@ -408,7 +410,15 @@ def explain_hot_statements(admin: psycopg.Connection) -> None:
             maintenance_plans.fail_expired_jobs(schema, table),
             {"output": to_json(EXPIRED_OUTPUT, "output"), "names": chunk},
         ),
-        ("delete_old_jobs, job_common", maintenance_plans.delete_old_jobs(schema, table), {"names": chunk}),
+        (
+            "deletion_batch (the first of one queue's retention walk), job_common",
+            retention_plans.deletion_batch(schema, table, after=False),
+            {
+                "name": chunk[0],
+                "edge_offset": retention_plans.DELETION_BATCH_SIZE - 1,
+                "retained_before": dt.datetime.now(dt.UTC) - dt.timedelta(seconds=10),
+            },
+        ),
     ]
     reset_claims(admin)
     for label, sql, params in statements:

@@ -125,9 +125,17 @@ class RunPgBossSQL(Operation):
         self._run(app_label, schema_editor, self.reverse_filename)
 
 
+#: The steps whose index builds go through bam (``upgrade/vN_to_vM.bam.sql``), by the version each
+#: starts from: pg-boss 12.38 queues those builds rather than run them in the migration, and so do
+#: these. They replace the released files of the same steps (frozen, which built the indexes in the
+#: migration's transaction, holding a write lock on each job table for the whole build).
+BAM_BUILD_STEPS = frozenset({26, 27, 32, 37, 39, 42})
 #: The frozen steps that bring an older pg-boss schema to 43, by the version each starts from, and
 #: the file of schema 43's functions applied before them (see sql/upgrade/functions_43.sql).
-UPGRADE_STEPS = {version: f"upgrade/v{version}_to_v{version + 1}.sql" for version in range(25, 43)}
+UPGRADE_STEPS = {
+    version: f"upgrade/v{version}_to_v{version + 1}{'.bam' if version in BAM_BUILD_STEPS else ''}.sql"
+    for version in range(25, 43)
+}
 UPGRADE_FUNCTIONS = "upgrade/functions_43.sql"
 #: The frozen steps that roll a schema back one version, by the version each starts from, with the
 #: effect of pg-boss's rollback of that version (``pg-boss rollback``, migrationStore's
@@ -187,6 +195,11 @@ class InstallPgBossSchema(RunPgBossSQL):
             self._announce(adoption_message(state, connection.alias))
         elif plan.action == "upgrade":
             assert plan.from_version is not None
+            # The tables the steps alter are locked all at once first, as migrations 0005 to 0007
+            # lock theirs (see lock_for_step()): a step that took them one statement at a time
+            # would close a cycle with a client that holds a job table and waits for the queue
+            # table (a send's foreign key check), and PostgreSQL would fail one side.
+            lock_for_step(connection, schema, stats="queue_stats" in state.catalog.tables)
             schema_editor.execute(render_sql(UPGRADE_FUNCTIONS, schema), params=None)
             for version in range(plan.from_version, INITIAL_VERSION):
                 schema_editor.execute(render_sql(UPGRADE_STEPS[version], schema), params=None)
@@ -282,9 +295,9 @@ LOCK_ATTEMPT_TIMEOUT = "200ms"
 LOCK_DEADLINE_SECONDS = 300.0
 
 
-def lock_for_step(connection: Any, schema: str) -> None:
+def lock_for_step(connection: Any, schema: str, *, stats: bool = True) -> None:
     """Take, in the migration's transaction, the locks of every table a version step alters, all at
-    once and before the step runs.
+    once and before the step runs (``stats`` False: a schema without queue_stats yet, older than 35).
 
     Clients take these tables' locks in different orders: django_pgboss's send locks its job table,
     then reads the queue row; pg-boss 12.35's fetch locks a job partition, then the partitioned
@@ -310,7 +323,7 @@ def lock_for_step(connection: Any, schema: str) -> None:
         try:
             with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
                 cursor.execute(catalog.lock_attempt(), {"timeout": LOCK_ATTEMPT_TIMEOUT})
-                cursor.execute(catalog.lock_for_upgrade(quoted))
+                cursor.execute(catalog.lock_for_upgrade(quoted, stats=stats))
                 # The step's own statements wait as the session is configured to: it holds the
                 # tables already, and what else it touches (bam, version) nothing holds for long.
                 cursor.execute(catalog.lock_attempt(), {"timeout": configured})

@@ -282,3 +282,76 @@ def test_a_python_and_a_node_monitor_give_the_same_bins_and_counts(run_pgboss):
         (e["p"], pytest.approx(e["waitSeconds"]), pytest.approx(e["runSeconds"]))
         for e in their_point["percentiles"]
     ]
+
+
+def stage_late_flow(name: str) -> tuple[str, str]:
+    """A flow of ``name`` sent an hour ago whose parent completed ten minutes ago and whose child
+    is still blocked (no flow pass has run since); returns the parent's and the child's ids."""
+    boss.create_queue(name, retry_limit=0)
+    ids = boss.flow([{"ref": "p", "name": name}, {"ref": "c", "name": name, "depends_on": ["p"]}])
+    (parent,) = boss.fetch(name)
+    assert parent.id == ids["p"] and boss.complete(name, parent) == 1
+    rows(
+        "UPDATE {s}.job SET created_on = now() - interval '1 hour', start_after = now() - interval '1 hour' "
+        "WHERE name = %s",
+        [name],
+    )
+    rows(
+        "UPDATE {s}.job SET started_on = now() - interval '11 minutes', completed_on = now() - interval '10 minutes' "
+        "WHERE name = %s AND id = %s",
+        [name, ids["p"]],
+    )
+    return ids["p"], ids["c"]
+
+
+def worked_from_its_start_after(name: str, child: str) -> None:
+    """The child of ``name`` completed as if fetched 2 s after its start_after and run 1 s, all of
+    its moments a minute earlier (so that they are past), then a counting window that opened five
+    minutes ago, so one pass counts it."""
+    rows(
+        "UPDATE {s}.job SET state = 'completed', created_on = created_on - interval '1 minute', "
+        "start_after = start_after - interval '1 minute', "
+        "started_on = start_after - interval '1 minute' + interval '2 seconds', "
+        "completed_on = start_after - interval '1 minute' + interval '3 seconds' WHERE name = %s AND id = %s",
+        [name, child],
+    )
+    rows(
+        "UPDATE {s}.queue SET delta_on = now() - interval '5 minutes', monitor_on = NULL, "
+        "monitor_claim_on = NULL, maintain_on = NULL WHERE name = %s",
+        [name],
+    )
+
+
+@pytest.mark.node
+@pytest.mark.django_db(transaction=True)
+def test_a_flow_child_released_late_waits_from_its_release_as_in_pg_boss(run_pgboss):
+    _, ours = stage_late_flow("ours")
+    _, theirs = stage_late_flow("theirs")
+    (before,) = rows("SELECT now()")[0]
+
+    assert boss.resolve_flow(["ours"]) == 1
+    run_pgboss("resolve", pgboss_settings.SCHEMA)
+
+    # Released by either resolver, the child is ready, and its start_after is the release: not the
+    # hour-old moment it was sent.
+    released = dict(
+        rows(
+            "SELECT name, start_after >= %s FROM {s}.job WHERE (name, id) IN (('ours', %s), ('theirs', %s)) "
+            "AND NOT blocked AND state = 'created'",
+            [before, ours, theirs],
+        )
+    )
+    assert released == {"ours": True, "theirs": True}
+    worked_from_its_start_after("ours", ours)
+    worked_from_its_start_after("theirs", theirs)
+
+    boss.supervise(["ours"])
+    node = run_pgboss("supervise", pgboss_settings.SCHEMA, "theirs")["queue"]
+
+    # The child waited 2 s, counted from its release, not an hour from when the flow was sent: the
+    # same slot in both monitors' bins (the parent completed before the counting window).
+    mine = boss.get_queue("ours")
+    assert mine.wait_bins == node["waitBins"] and mine.run_bins == node["runBins"]
+    assert sum(mine.wait_bins) == 1
+    (p50,) = boss.get_queue_stats("ours", percentiles=[50])[0].percentiles
+    assert 1 < p50.wait_seconds < 4

@@ -1,7 +1,7 @@
 """The background index builds of ``bam``, as read back (boss.get_bam_status(), get_bam_entries()).
 
 pg-boss's migrations queue ``CREATE INDEX CONCURRENTLY`` commands there; the monitor's bam pass
-(monitor/bam.py) builds them. These are pg-boss 12.35's getBamStatus() and getBamEntries(), with
+(monitor/bam.py) builds them. These are pg-boss 12.38's getBamStatus() and getBamEntries(), with
 the fields in snake_case.
 """
 
@@ -52,7 +52,8 @@ def bam_status(context: DatabaseContext) -> list[BamStatus]:
 
 
 def bam_entries(context: DatabaseContext) -> list[BamEntry]:
-    """Every command, by version and then in the order it was queued."""
+    """Every command, by version and then in the order it was queued (the order the bam pass runs
+    a table's commands of one migration in)."""
     with context.cursor() as cursor:
         cursor.execute(plans.bam_entries(context.quoted_schema))
         return [BamEntry(*row) for row in cursor.fetchall()]

@@ -1,11 +1,13 @@
-"""The monitor's bam pass (pg-boss 12.35's Bam runner): build the indexes pg-boss's migrations queued.
+"""The monitor's bam pass (pg-boss 12.38's Bam runner): build the indexes the migrations queued.
 
-pg-boss's migrations 27, 28, 33, 38, 40 and 43 queue ``CREATE INDEX CONCURRENTLY`` commands in
-``bam`` rather than build them inside the migration's transaction; a schema pg-boss migrated is
-finished by whichever running instance builds them. Every PGBOSS["BAM_INTERVAL_SECONDS"] a Monitor
-claims the cluster-wide gate (version.bam_on, the column pg-boss's runner stamps) and, when it wins
-it, builds the commands one at a time: claim one (plans/bam.py says how two claims never take the
-same row), heal what an interrupted earlier attempt left, run it, mark it completed or failed.
+pg-boss's migrations 27, 28, 33, 38, 40, 43, 45 and 46 queue ``CREATE INDEX CONCURRENTLY`` commands
+in ``bam`` rather than build them inside the migration's transaction, and so do our upgrade steps
+from older schemas and migrations 0006 and 0007; a schema is finished by whichever running instance
+builds them. Every PGBOSS["BAM_INTERVAL_SECONDS"] a Monitor claims the cluster-wide gate
+(version.bam_on, the column pg-boss's runner stamps) and, when it wins it, builds the commands one
+at a time: claim one (plans/bam.py says how two claims never take the same row, and why a command
+waits for the earlier commands of its migration on its table), heal what an interrupted earlier
+attempt left, run it, mark it completed or failed.
 Each step is sent as signals.bam_status_changed (pg-boss's ``bam`` event): in_progress when
 claimed, then completed or failed.
 

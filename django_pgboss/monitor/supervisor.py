@@ -1,4 +1,4 @@
-"""The monitor's pass over the queues (pg-boss 12.35's supervise).
+"""The monitor's pass over the queues (pg-boss 12.38's supervise).
 
 One pass, for every job table and every chunk of up to 100 of its queues:
 
@@ -14,8 +14,10 @@ One pass, for every job table and every chunk of up to 100 of its queues:
    when this pass did not count them): each sweep reads every row of the queues it names, since
    no index of schema 43 holds only active jobs, so running them for queues with nothing to fail
    made the sweeps two thirds of a pass's cost (bench/README.md, "Supervise");
-4. claim the queues whose retention is due (maintain_on), delete their old jobs, then the flow
-   edges (job_dependency) whose child or parent job is gone.
+4. claim the queues whose retention is due (maintain_on) and, one queue at a time, delete their
+   old jobs, then the flow edges (job_dependency) whose child or parent job is gone, each a
+   bounded batch at a time (monitor/retention.py); a queue whose maintenance fails hands back the
+   claims of those not yet done.
 
 Then the tail: the vacuum backoff when the pass's aggregates held their snapshots too long, and
 retention of queue_stats partitions and warnings. Any number of monitors may run this at once.
@@ -44,9 +46,9 @@ from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier, quote_job_table
+from django_pgboss.monitor.retention import maintain
 from django_pgboss.monitor.slow_queries import timed_statements
 from django_pgboss.observability.logs import queue_extra
-from django_pgboss.plans import flows as flow_plans
 from django_pgboss.plans import instances as instance_plans
 from django_pgboss.plans import maintenance as maintenance_plans
 from django_pgboss.plans import queues as queue_plans
@@ -114,7 +116,7 @@ def _supervise(
                 # next pass, as a job that does so just after pg-boss's sweep is.
                 expired, stalled = (claimed, claimed) if due is None else due
                 _fail_silent(context, table, expired, stalled, report)
-                _maintain(context, table, queues, report)
+                maintain(context, table, queues, report)
 
             if _isolated(context, chunk_pass) is not None:
                 _queue_by_queue(context, table, chunk, chunk_pass, report, sender)
@@ -290,32 +292,6 @@ def _fail_silent(
             cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}{lock_name}")})
             cursor.execute(plan(schema, table), {"output": to_json(output, "output"), "names": queues})
             setattr(report, kind, getattr(report, kind) + cursor.fetchone()[0])
-
-
-def _maintain(context: DatabaseContext, table: str, chunk: list[str], report: PassReport) -> None:
-    schema = context.quoted_schema
-    with context.cursor() as cursor:
-        cursor.execute(
-            stats_plans.claim_due_queues(schema, "maintain_on"),
-            {"names": chunk, "seconds": pgboss_settings.MAINTENANCE_INTERVAL_SECONDS},
-        )
-        due = [row[0] for row in cursor.fetchall()]
-    if not due:
-        return
-    with context.atomic(), context.cursor() as cursor:
-        cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}deletion")})
-        # The deletion also counts what each queue keeps (retained_count, total_count).
-        cursor.execute(maintenance_plans.delete_old_jobs(schema, table), {"names": due})
-        report.deleted += cursor.fetchone()[0]
-    # Then the flow edges whose child or parent is gone (deleted just now, or by delete_job() or a
-    # purge since), as pg-boss's maintenance follows its deletion with cleanupDependencies.
-    with context.atomic(), context.cursor() as cursor:
-        cursor.execute(
-            queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}cleanupDependencies")}
-        )
-        cursor.execute(flow_plans.cleanup_dependencies(schema, table), {"names": due})
-        report.dependencies_deleted += cursor.rowcount
-    report.maintained += due
 
 
 def _apply_backoff(context: DatabaseContext, report: PassReport, sender: Any = None) -> None:

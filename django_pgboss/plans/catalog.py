@@ -162,7 +162,9 @@ def lock_attempt() -> str:
     return "SELECT set_config('lock_timeout', %(timeout)s, true)"
 
 
-def lock_for_upgrade(schema: str) -> str:
+def lock_for_upgrade(schema: str, *, stats: bool = True) -> str:
     """Lock every table a version step alters, job (with each of its partitions), queue and
-    queue_stats, in one statement, for the rest of the transaction. ``schema`` is quoted."""
-    return f"LOCK TABLE {schema}.job, {schema}.queue, {schema}.queue_stats IN ACCESS EXCLUSIVE MODE"
+    queue_stats, in one statement, for the rest of the transaction. ``schema`` is quoted;
+    ``stats`` False leaves out queue_stats, which a schema older than 35 does not have yet."""
+    tables = f"{schema}.job, {schema}.queue" + (f", {schema}.queue_stats" if stats else "")
+    return f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE"

@@ -42,8 +42,8 @@ def claim_due_queues(schema: str, column: str, *, fallback: str | None = None) -
     Parameters: names, seconds. The rows are locked in name order (FOR NO KEY UPDATE, so job
     inserts holding a key-share lock through the foreign key are not blocked) and SKIP LOCKED: two
     monitors claiming overlapping sets take disjoint parts instead of deadlocking or waiting. A
-    queue never claimed is due at once. Returns the claimed names and whether the stats aggregate
-    may run (no vacuum backoff in force).
+    queue never claimed is due at once. Returns the claimed names, whether the stats aggregate
+    may run (no vacuum backoff in force), and the stamp the claim wrote (what hands it back).
     """
     if column not in {"monitor_claim_on", "maintain_on"}:
         raise ValueError(f"{column!r} is not a queue claim column")
@@ -60,7 +60,8 @@ def claim_due_queues(schema: str, column: str, *, fallback: str | None = None) -
     FROM due
     WHERE queue.name = due.name
     RETURNING queue.name,
-      NOT EXISTS (SELECT 1 FROM {schema}.version WHERE monitor_backoff_on > {schema}.job_now())
+      NOT EXISTS (SELECT 1 FROM {schema}.version WHERE monitor_backoff_on > {schema}.job_now()),
+      queue.{column}
     """
 
 
