@@ -211,6 +211,7 @@ def check_schema_installed(
     PGBOSS["DATABASE"] names unless ``--database`` names others.
     """
     from django_pgboss.constants import SCHEMA_VERSION
+    from django_pgboss.db.context import DatabaseContext
     from django_pgboss.schema.adoption import newer_schema_message
     from django_pgboss.schema.state import read_state
 
@@ -224,8 +225,7 @@ def check_schema_installed(
     if connection.vendor != "postgresql" or schema_name_problem(schema) is not None:
         return []  # E001 / E002 say why
     try:
-        with connection.cursor() as cursor:
-            state = read_state(cursor, schema)
+        state = read_state(DatabaseContext(alias, schema))
     except DatabaseError as exc:
         return [
             CheckWarning(

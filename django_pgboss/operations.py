@@ -96,6 +96,7 @@ class RunPgBossSQL(Operation):
         the SQL (sqlmigrate): then nothing is inspected or locked. The lock is the one pg-boss takes
         to install or migrate, so a pg-boss instance starting at the same moment waits for the
         operation and its outcome instead of racing it."""
+        from django_pgboss.db.context import DatabaseContext
         from django_pgboss.plans.queues import advisory_lock
 
         connection = schema_editor.connection
@@ -105,8 +106,8 @@ class RunPgBossSQL(Operation):
         quote_schema(schema)  # an invalid name is refused before any SQL
         if getattr(schema_editor, "collect_sql", False):
             return None
-        with connection.cursor() as cursor:
-            cursor.execute(advisory_lock(), {"lock_key": f".pgboss.{schema_key(schema)}"})
+        context = DatabaseContext(connection.alias, schema)
+        context.execute(advisory_lock(), {"lock_key": context.lock_key("")})
         return schema
 
     def _run(self, app_label: str, schema_editor: Any, filename: str) -> None:
@@ -175,6 +176,7 @@ class InstallPgBossSchema(RunPgBossSQL):
     """
 
     def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        from django_pgboss.db.context import DatabaseContext
         from django_pgboss.schema.adoption import adoption_message, plan_installation, upgrade_refusal
         from django_pgboss.schema.state import read_state
 
@@ -184,8 +186,8 @@ class InstallPgBossSchema(RunPgBossSQL):
             # sqlmigrate prints what a fresh install runs; it inspects nothing.
             super().database_forwards(app_label, schema_editor, from_state, to_state)
             return
-        with connection.cursor() as cursor:
-            state = read_state(cursor, schema)
+        context = DatabaseContext(connection.alias, schema)
+        state = read_state(context)
         plan = plan_installation(state, connection.alias, frozenset(UPGRADE_STEPS))
         if plan.message:
             self._announce(plan.message)
@@ -203,8 +205,7 @@ class InstallPgBossSchema(RunPgBossSQL):
             schema_editor.execute(render_sql(UPGRADE_FUNCTIONS, schema), params=None)
             for version in range(plan.from_version, INITIAL_VERSION):
                 schema_editor.execute(render_sql(UPGRADE_STEPS[version], schema), params=None)
-            with connection.cursor() as cursor:
-                upgraded = read_state(cursor, schema)
+            upgraded = read_state(context)
             if upgraded.report is None or not upgraded.report.ok:
                 raise upgrade_refusal(upgraded, connection.alias, plan.from_version, INITIAL_VERSION)
             self._announce(
@@ -248,6 +249,7 @@ class UpgradePgBossSchema(RunPgBossSQL):
         return f"Upgrade the pg-boss schema to version {self.version}"
 
     def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        from django_pgboss.db.context import DatabaseContext
         from django_pgboss.schema.adoption import upgrade_refusal
         from django_pgboss.schema.state import read_state, read_version
 
@@ -256,8 +258,8 @@ class UpgradePgBossSchema(RunPgBossSQL):
         if schema is None:
             super().database_forwards(app_label, schema_editor, from_state, to_state)
             return
-        with connection.cursor() as cursor:
-            found = read_version(cursor, schema)
+        context = DatabaseContext(connection.alias, schema)
+        found = read_version(context)
         if found is not None and found >= self.version:
             return  # pg-boss already took the schema this far (migration 0001 adopted it)
         if found != self.version - 1:
@@ -269,8 +271,7 @@ class UpgradePgBossSchema(RunPgBossSQL):
         lock_for_step(connection, schema)
         schema_editor.execute(render_sql(self.filename, schema), params=None)
         if self.version == SCHEMA_VERSION:
-            with connection.cursor() as cursor:
-                upgraded = read_state(cursor, schema)
+            upgraded = read_state(context)
             if upgraded.report is None or not upgraded.report.ok:
                 raise upgrade_refusal(upgraded, connection.alias, self.version - 1, self.version)
 
@@ -308,25 +309,24 @@ def lock_for_step(connection: Any, schema: str, *, stats: bool = True) -> None:
     and tries again a moment later, until LOCK_DEADLINE_SECONDS: the clients' statements go on
     meanwhile, paused at most that long by each attempt's place in the lock queue.
     """
-    from django.db import OperationalError, transaction
+    from django.db import OperationalError
 
+    from django_pgboss.db.context import DatabaseContext
     from django_pgboss.plans import catalog
 
-    quoted = quote_schema(schema)
-    with connection.cursor() as cursor:
-        cursor.execute(catalog.current_lock_timeout())
-        (configured,) = cursor.fetchone()
+    context = DatabaseContext(connection.alias, schema)
+    (configured,) = context.one(catalog.current_lock_timeout())
     deadline = time.monotonic() + LOCK_DEADLINE_SECONDS
     attempts = 0
     while True:
         attempts += 1
         try:
-            with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-                cursor.execute(catalog.lock_attempt(), {"timeout": LOCK_ATTEMPT_TIMEOUT})
-                cursor.execute(catalog.lock_for_upgrade(quoted, stats=stats))
+            with context.atomic():
+                context.execute(catalog.lock_attempt(), {"timeout": LOCK_ATTEMPT_TIMEOUT})
+                context.execute(catalog.lock_for_upgrade(context.quoted_schema, stats=stats))
                 # The step's own statements wait as the session is configured to: it holds the
                 # tables already, and what else it touches (bam, version) nothing holds for long.
-                cursor.execute(catalog.lock_attempt(), {"timeout": configured})
+                context.execute(catalog.lock_attempt(), {"timeout": configured})
             return
         except OperationalError as exc:
             if getattr(exc.__cause__, "sqlstate", None) != "55P03":

@@ -46,14 +46,10 @@ class BamEntry:
 
 def bam_status(context: DatabaseContext) -> list[BamStatus]:
     """One BamStatus per status present, by status."""
-    with context.cursor() as cursor:
-        cursor.execute(plans.bam_status(context.quoted_schema))
-        return [BamStatus(*row) for row in cursor.fetchall()]
+    return [BamStatus(*row) for row in context.all(plans.bam_status(context.quoted_schema))]
 
 
 def bam_entries(context: DatabaseContext) -> list[BamEntry]:
     """Every command, by version and then in the order it was queued (the order the bam pass runs
     a table's commands of one migration in)."""
-    with context.cursor() as cursor:
-        cursor.execute(plans.bam_entries(context.quoted_schema))
-        return [BamEntry(*row) for row in cursor.fetchall()]
+    return [BamEntry(*row) for row in context.all(plans.bam_entries(context.quoted_schema))]

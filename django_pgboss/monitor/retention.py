@@ -45,12 +45,10 @@ class WalkTally:
 def maintain(context: DatabaseContext, table: str, chunk: list[str], report: PassReport) -> None:
     """Claim the queues of ``chunk`` (in job table ``table``, quoted) whose retention is due, and
     maintain each; hand back the claims of those not finished when a queue's maintenance fails."""
-    with context.cursor() as cursor:
-        cursor.execute(
-            stats_plans.claim_due_queues(context.quoted_schema, "maintain_on"),
-            {"names": chunk, "seconds": pgboss_settings.MAINTENANCE_INTERVAL_SECONDS},
-        )
-        claimed = cursor.fetchall()
+    claimed = context.all(
+        stats_plans.claim_due_queues(context.quoted_schema, "maintain_on"),
+        {"names": chunk, "seconds": pgboss_settings.MAINTENANCE_INTERVAL_SECONDS},
+    )
     if not claimed:
         return
     due = [row[0] for row in claimed]
@@ -69,19 +67,16 @@ def maintain(context: DatabaseContext, table: str, chunk: list[str], report: Pas
 def maintain_queue(context: DatabaseContext, table: str, name: str, report: PassReport) -> None:
     """The retention walk and the flow-edge clean-up of one queue."""
     schema = context.quoted_schema
-    with context.cursor() as cursor:
-        cursor.execute(plans.retention_watermark(schema))
-        (retained_before,) = cursor.fetchone()
+    (retained_before,) = context.one(plans.retention_watermark(schema))
     tally = WalkTally()
     done = False
 
-    def deletion(cursor: Any, after: str | None) -> str | None:
-        cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}deletion")})
-        cursor.execute(
+    def deletion(after: str | None) -> str | None:
+        context.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}deletion")})
+        cursor_value, deleted, deleted_retained, retained = context.one(
             plans.deletion_batch(schema, table, after=after is not None),
             _batch_params(name, after, plans.DELETION_BATCH_SIZE, retained_before=retained_before),
         )
-        cursor_value, deleted, deleted_retained, retained = cursor.fetchone()
         tally.deleted += deleted
         tally.deleted_retained += deleted_retained
         tally.retained += retained
@@ -94,26 +89,23 @@ def maintain_queue(context: DatabaseContext, table: str, name: str, report: Pass
     finally:
         if not done and tally.deleted:
             _reduce_counts(context, name, tally)
-    with context.cursor() as cursor:
-        cursor.execute(
-            plans.set_retained_count(schema, table),
-            {"name": name, "retained": tally.retained, "retained_before": retained_before},
-        )
+    context.execute(
+        plans.set_retained_count(schema, table),
+        {"name": name, "retained": tally.retained, "retained_before": retained_before},
+    )
 
     # Then the flow edges whose child or parent is gone (deleted just now, or by delete_job() or a
     # purge since), as pg-boss's maintenance follows its deletion with cleanupDependencies.
     for side in plans.EDGE_SIDES:
 
-        def cleanup(cursor: Any, after: str | None, side: str = side) -> str | None:
-            cursor.execute(
-                queue_plans.advisory_lock(),
-                {"lock_key": context.lock_key(f"{table}cleanupDependencies")},
+        def cleanup(after: str | None, side: str = side) -> str | None:
+            context.execute(
+                queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}cleanupDependencies")}
             )
-            cursor.execute(
+            cursor_value, deleted = context.one(
                 plans.dependency_cleanup_batch(schema, table, side, after=after is not None),
                 _batch_params(name, after, plans.DEPENDENCY_CLEANUP_BATCH_SIZE),
             )
-            cursor_value, deleted = cursor.fetchone()
             report.dependencies_deleted += deleted
             return cursor_value
 
@@ -128,13 +120,13 @@ def _batch_params(name: str, after: str | None, batch_size: int, **more: Any) ->
     return params
 
 
-def _walk(context: DatabaseContext, batch: Callable[[Any, str | None], Any]) -> None:
-    """Run ``batch`` (cursor, after) each in its own transaction (a savepoint inside the caller's),
+def _walk(context: DatabaseContext, batch: Callable[[str | None], Any]) -> None:
+    """Run ``batch`` (after) each in its own transaction (a savepoint inside the caller's),
     carrying each batch's cursor into the next until one comes back without one."""
     after: str | None = None
     while True:
-        with context.atomic(), context.cursor() as cursor:
-            edge = batch(cursor, after)
+        with context.atomic():
+            edge = batch(after)
         if edge is None:
             return
         after = str(edge)
@@ -144,11 +136,10 @@ def _reduce_counts(context: DatabaseContext, name: str, tally: WalkTally) -> Non
     # A failure here is logged rather than raised, so that it does not hide the batch's own error;
     # the next walk that covers the whole queue sets the counts.
     try:
-        with context.cursor() as cursor:
-            cursor.execute(
-                stats_plans.reduce_retained_count(context.quoted_schema),
-                {"name": name, "retained": tally.deleted_retained, "removed": tally.deleted},
-            )
+        context.execute(
+            stats_plans.reduce_retained_count(context.quoted_schema),
+            {"name": name, "retained": tally.deleted_retained, "removed": tally.deleted},
+        )
     except DatabaseError as exc:
         logger.error(
             "Monitor pass: could not take the jobs deleted from queue %r off its counts: %s",
@@ -160,11 +151,9 @@ def _reduce_counts(context: DatabaseContext, name: str, tally: WalkTally) -> Non
 
 def _release(context: DatabaseContext, names: list[str], claimed_on: dt.datetime) -> None:
     try:
-        with context.cursor() as cursor:
-            cursor.execute(
-                plans.release_maintenance_claim(context.quoted_schema),
-                {"names": names, "claimed_on": claimed_on},
-            )
+        context.execute(
+            plans.release_maintenance_claim(context.quoted_schema), {"names": names, "claimed_on": claimed_on}
+        )
     except DatabaseError as exc:
         logger.error(
             "Monitor pass: could not hand back the maintenance claim of %s: %s",
