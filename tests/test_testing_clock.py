@@ -9,6 +9,7 @@ import pytest
 from django.db import connections
 
 from django_pgboss import boss
+from django_pgboss.exceptions import InvalidOption
 from django_pgboss.testing import TestClock
 from tests.conftest import database_url
 from tests.helpers import job_row, rows
@@ -82,7 +83,7 @@ def test_bad_times_are_refused():
             clock.advance(seconds=-1)
         with pytest.raises(ValueError, match="timezone-aware"):
             clock.set_time("2030-01-01")
-        with pytest.raises(TypeError):
+        with pytest.raises(InvalidOption, match="fortnights"):
             clock.advance(fortnights=1)
     with pytest.raises(RuntimeError, match="not attached"):
         clock.now()

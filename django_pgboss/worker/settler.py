@@ -141,6 +141,30 @@ class Settler:
             if stopping and not pending and self.queue.empty():
                 return
 
+    def settle_now(self, item: SettleItem) -> None:
+        """Write one handler call's settle request at once, on the calling thread: a completion,
+        per-job completions, a failure the handler raised, another failure or a dead letter.
+
+        What ``django_pgboss.testing.run_jobs()`` does with each call it makes, with the same
+        isolation of refused values; database trouble goes to ``trouble``, as in run().
+        """
+        kind, name, jobs, result = item
+        if kind in ("complete", "complete_each"):
+            pairs = (
+                [(job, result) for job in jobs]
+                if kind == "complete"
+                else list(zip(jobs, result, strict=True))
+            )
+            _remaining, trouble = self._complete(name, pairs)
+            if trouble is not None:
+                self._trouble(f"completing jobs of {name}", trouble, 1)
+        elif kind == "raised":
+            self.fail(name, jobs, result, raised=True)
+        elif kind in ("fail", "dead_letter"):
+            self.fail(name, jobs, result, terminal=kind == "dead_letter")
+        else:
+            raise ValueError(f"settle_now() writes a handler call's end, not a {kind!r} request")
+
     def _complete(
         self, name: str, results: list[tuple[Job, Any]]
     ) -> tuple[list[tuple[Job, Any]], BaseException | None]:

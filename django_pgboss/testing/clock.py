@@ -1,4 +1,4 @@
-"""Test helpers for projects that use django_pgboss: a clock the tests drive by hand.
+"""TestClock: a clock the test moves by hand, for the database and for the package's timers.
 
 Every statement of pg-boss's schema reads the time through ``<schema>.job_now()``: creation and
 completion stamps, start_after, expiry, retention, the monitor's claim intervals and its throughput
@@ -9,7 +9,13 @@ sleeping, and every connection that opted in sees the same "now".
 The override is pg-boss's: a one-row table ``<schema>.__pgboss_test_clock`` holds the time, and
 ``job_now()`` reads it only in sessions where the setting ``pgboss.test_clock`` is ``on``; every other
 session (a pg-boss instance on the same database, a connection of another test run) stays on the
-real clock. A pg-boss (Node) ``detectSchemaDrift()`` recognises the override as a test clock.
+real clock. A pg-boss (Node) ``detectSchemaDrift()`` recognises the override as a test clock. The
+statements are in ``django_pgboss.plans.testing``.
+
+While attached, the clock also drives the timers of the monitor's loop (its passes, the
+timekeeper's cron cadence, the health checks' intervals: ``django_pgboss.clocks``): a ``Monitor``
+running on a thread waits for the test to move time, and ``advance()`` returns once the passes it
+made due have run.
 
 Usage, in a test:
 
@@ -36,37 +42,52 @@ from typing import Any
 from django.db import connections
 from django.db.backends.signals import connection_created
 
+from django_pgboss import arguments, clocks
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_schema
+from django_pgboss.exceptions import InvalidOption
+from django_pgboss.plans import testing as plans
+from django_pgboss.plans.testing import CLOCK_SETTING
+from django_pgboss.testing.timers import TimerClock
 
 __all__ = ["CLOCK_SETTING", "TestClock"]
 
-CLOCK_SETTING = "pgboss.test_clock"
-"""The session setting through which a connection opts into the test clock (pg-boss's name)."""
-_CLOCK_TABLE = "__pgboss_test_clock"
-
 
 class TestClock:
-    """A clock for ``job_now()`` that only the test moves; a context manager.
+    """A clock for ``job_now()`` and the monitor's timers that only the test moves; a context manager.
 
     ``start`` is the time the clock shows when attached (a timezone-aware datetime; default: the
     database's current time). ``using`` and ``schema`` default to settings.PGBOSS, as for ``Boss``.
+    With ``timers`` (the default) the clock drives the timers of ``django_pgboss.clocks`` too (the
+    monitor's and the timekeeper's loops); ``timers=False`` leaves them on real time.
+    ``settle_seconds`` is how long ``advance()`` waits, in real time, for the passes it made due
+    to run before it raises WaitTimedOut.
     """
 
     # Not a test class, whatever pytest's name-based collection thinks.
     __test__ = False
 
     def __init__(
-        self, start: dt.datetime | None = None, *, using: str | None = None, schema: str | None = None
+        self,
+        start: dt.datetime | None = None,
+        *,
+        using: str | None = None,
+        schema: str | None = None,
+        timers: bool = True,
+        settle_seconds: float = 30.0,
     ) -> None:
         if start is not None and (not isinstance(start, dt.datetime) or start.tzinfo is None):
-            raise ValueError(f"TestClock start must be a timezone-aware datetime, not {start!r}")
+            raise InvalidOption(f"TestClock start must be a timezone-aware datetime, not {start!r}")
+        arguments.boolean("timers", timers)
+        arguments.number("settle_seconds", settle_seconds, minimum=0.001)
         self._start = start
         self._using = using or pgboss_settings.DATABASE
         self._schema = quote_schema(schema or pgboss_settings.SCHEMA)
-        self._table = f"{self._schema}.{_CLOCK_TABLE}"
         self._original_definition: str | None = None
         self._now: dt.datetime | None = None
+        self._drives_timers = timers
+        self._settle_seconds = float(settle_seconds)
+        self._timers: TimerClock | None = None
 
     # -- attaching -----------------------------------------------------------------------------
 
@@ -81,39 +102,48 @@ class TestClock:
         """Install the override and opt this thread's connection (and any opened later) in."""
         if self._original_definition is not None:
             raise RuntimeError("this TestClock is already attached")
+        schema = self._schema
         with connections[self._using].cursor() as cursor:
-            cursor.execute(f"SELECT pg_get_functiondef('{self._schema}.job_now()'::regprocedure)")
-            (self._original_definition,) = cursor.fetchone()
-            if CLOCK_SETTING in self._original_definition:
+            cursor.execute(plans.job_now_definition(), {"function": plans.job_now_signature(schema)})
+            (definition,) = cursor.fetchone()
+            if CLOCK_SETTING in definition:
                 raise RuntimeError(
                     "job_now() already carries a test clock override (another TestClock is attached, "
                     "or a killed test run left it behind: restore it with TestClock.restore())"
                 )
             if self._start is None:
-                cursor.execute("SELECT pg_catalog.now()")
+                cursor.execute(plans.database_now())
                 (self._start,) = cursor.fetchone()
             # Dropped and created rather than reused: a table under this name can only be a
             # leftover of a killed run, and its row would be a stale time.
-            cursor.execute(f"DROP TABLE IF EXISTS {self._table}")
-            cursor.execute(f"CREATE TABLE {self._table} (now timestamp with time zone NOT NULL)")
-            cursor.execute(f"INSERT INTO {self._table} (now) VALUES (%s)", [self._start])
-            cursor.execute(_clock_function(self._schema, self._override_body()))
-            cursor.execute(f"SET {CLOCK_SETTING} = 'on'")
+            cursor.execute(plans.drop_clock_table(schema))
+            cursor.execute(plans.create_clock_table(schema))
+            cursor.execute(plans.start_clock(schema), {"now": self._start})
+            cursor.execute(plans.job_now_function(schema, test_clock=True))
+            cursor.execute(plans.opt_in())
+        self._original_definition = definition
         self._now = self._start
         connection_created.connect(self._opt_in, dispatch_uid=self._uid())
+        if self._drives_timers:
+            self._timers = TimerClock(settle_seconds=self._settle_seconds)
+            clocks.install(self._timers)
 
     def detach(self) -> None:
         """Put job_now() back as it was, drop the clock table and opt this connection out."""
         if self._original_definition is None:
             return
         connection_created.disconnect(dispatch_uid=self._uid())
+        if self._timers is not None:
+            clocks.uninstall(self._timers)
+            self._timers.stop()
+            self._timers = None
         connection = connections[self._using]
         # A test whose transaction broke cannot run anything more; its rollback undoes the clock.
         if not connection.needs_rollback:
             with connection.cursor() as cursor:
                 cursor.execute(self._original_definition)
-                cursor.execute(f"DROP TABLE IF EXISTS {self._table}")
-                cursor.execute(f"RESET {CLOCK_SETTING}")
+                cursor.execute(plans.drop_clock_table(self._schema))
+                cursor.execute(plans.opt_out())
         self._original_definition = None
         self._now = None
 
@@ -122,16 +152,8 @@ class TestClock:
         """Undo an override a killed test run left behind: job_now() reads the real clock again."""
         quoted = quote_schema(schema or pgboss_settings.SCHEMA)
         with connections[using or pgboss_settings.DATABASE].cursor() as cursor:
-            cursor.execute(_clock_function(quoted, "SELECT pg_catalog.now();"))
-            cursor.execute(f"DROP TABLE IF EXISTS {quoted}.{_CLOCK_TABLE}")
-
-    def _override_body(self) -> str:
-        # pg-boss's override, so its drift check recognises a test clock for what it is. The
-        # subquery keeps the function from being inlined, which only tests ever pay for.
-        return (
-            f"SELECT COALESCE(CASE WHEN current_setting('{CLOCK_SETTING}', true) = 'on' "
-            f"THEN (SELECT c.now FROM {self._table} c LIMIT 1) END, pg_catalog.now());"
-        )
+            cursor.execute(plans.job_now_function(quoted, test_clock=False))
+            cursor.execute(plans.drop_clock_table(quoted))
 
     def _uid(self) -> str:
         return f"django_pgboss.testing.TestClock:{id(self)}"
@@ -139,7 +161,7 @@ class TestClock:
     def _opt_in(self, sender: Any, connection: Any, **kwargs: Any) -> None:
         if connection.alias == self._using:
             with connection.cursor() as cursor:
-                cursor.execute(f"SET {CLOCK_SETTING} = 'on'")
+                cursor.execute(plans.opt_in())
 
     # -- moving time ---------------------------------------------------------------------------
 
@@ -150,29 +172,43 @@ class TestClock:
         return self._now
 
     def set_time(self, moment: dt.datetime) -> dt.datetime:
-        """Jump to ``moment`` (forwards or backwards); returns it."""
+        """Jump to ``moment`` (forwards or backwards); returns it.
+
+        The timers see a forward jump as time passed, as the database does: each pass it made due
+        runs once, and set_time() returns once they have. A backward jump leaves the timers where
+        they are (as pg-boss's does), so an interval already counted is not counted again.
+        """
         if not isinstance(moment, dt.datetime) or moment.tzinfo is None:
-            raise ValueError(f"set_time() needs a timezone-aware datetime, not {moment!r}")
-        self.now()  # attached?
+            raise InvalidOption(f"set_time() needs a timezone-aware datetime, not {moment!r}")
+        step = moment - self.now()
         with connections[self._using].cursor() as cursor:
-            cursor.execute(f"UPDATE {self._table} SET now = %s", [moment])
+            cursor.execute(plans.set_clock(self._schema), {"now": moment})
         self._now = moment
+        if self._timers is not None and step > dt.timedelta():
+            self._timers.move(step.total_seconds())
         return moment
 
     def advance(self, delta: dt.timedelta | None = None, **units: float) -> dt.datetime:
         """Move the clock forward by ``delta`` and/or timedelta units (``seconds=61``,
-        ``hours=2``, ``days=1``); returns the new time."""
-        step = (delta or dt.timedelta()) + dt.timedelta(**units)
+        ``hours=2``, ``days=1``); returns the new time, once the timers' passes it made due ran."""
+        if delta is not None and not isinstance(delta, dt.timedelta):
+            raise InvalidOption(f"advance() takes a timedelta or units such as seconds=61, not {delta!r}")
+        try:
+            step = (delta or dt.timedelta()) + dt.timedelta(**units)
+        except TypeError as exc:
+            raise InvalidOption(
+                f"advance() takes timedelta units (seconds, minutes, hours, days): {exc}"
+            ) from exc
         if step < dt.timedelta():
-            raise ValueError(f"advance() moves forward only, not by {step}; use set_time() to go back")
+            raise InvalidOption(f"advance() moves forward only, not by {step}; use set_time() to go back")
         return self.set_time(self.now() + step)
 
-
-def _clock_function(schema: str, body: str) -> str:
-    # The shape the migration creates, so the catalog reads the same once the clock is restored.
-    return f"""CREATE OR REPLACE FUNCTION {schema}.job_now()
-RETURNS timestamp with time zone AS
-$$
-      {body}
-$$
-LANGUAGE sql STABLE"""
+    def wait_for_timers(self, count: int = 1, *, timeout: float = 10.0) -> int:
+        """Wait (real time) until ``count`` threads wait on this clock's timers, such as a Monitor
+        started on a thread once its first passes ran; returns how many do. Raises WaitTimedOut
+        after ``timeout`` seconds, and RuntimeError when the clock drives no timers."""
+        arguments.integer("count", count, minimum=1)
+        arguments.number("timeout", timeout, minimum=0.0)
+        if self._timers is None:
+            raise RuntimeError("this TestClock drives no timers (it is detached, or made with timers=False)")
+        return self._timers.wait_for_sleepers(count, float(timeout))
