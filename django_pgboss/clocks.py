@@ -7,7 +7,9 @@ a clock that they look up here on each use, rather than calling ``time.monotonic
 a thread waits for the test to move time (``clock.advance()``) instead of for real seconds to pass,
 as pg-boss's TestClock drives its timers.
 
-This module sits beneath every layer, with ``conf`` and ``exceptions``: it imports nothing of ours.
+The protocol is the worker's (``worker/ports.py``'s ``Clock``), so one clock a test moves drives
+both. This module sits beneath every layer, with ``conf`` and ``exceptions``: it imports nothing
+of ours.
 """
 
 from __future__ import annotations
@@ -20,26 +22,44 @@ __all__ = ["SYSTEM_CLOCK", "Clock", "SystemClock", "current", "install", "uninst
 
 
 class Clock(Protocol):
-    """What a timer needs: a monotonic reading, and a wait that ends early when an event is set."""
+    """What a timer needs: a monotonic reading, a wall-clock reading, and timed waits.
+
+    ``wait(event, seconds)`` returns True as soon as ``event`` is set, False once ``seconds`` have
+    passed on this clock. ``wait_on(condition, seconds)`` is ``condition.wait()``: called with the
+    condition's lock held, it may return early, and never later than ``seconds`` on this clock.
+    """
 
     def monotonic(self) -> float:
         """Seconds on a clock that never goes back (only differences mean anything)."""
         ...
 
-    def wait(self, event: threading.Event, seconds: float) -> bool:
-        """Wait until ``event`` is set or ``seconds`` have passed on this clock; returns whether
-        the event is set."""
+    def time(self) -> float:
+        """Seconds since the epoch."""
+        ...
+
+    def wait(self, event: threading.Event, seconds: float | None) -> bool:
+        """Wait for ``event`` at most ``seconds`` on this clock (None: for ever); True if it was set."""
+        ...
+
+    def wait_on(self, condition: threading.Condition, seconds: float | None) -> None:
+        """Wait on ``condition`` (its lock held) at most ``seconds`` on this clock."""
         ...
 
 
 class SystemClock:
-    """The real clock: ``time.monotonic()`` and ``Event.wait()``."""
+    """The real clock: ``time.monotonic()``, ``time.time()`` and the threading waits."""
 
     def monotonic(self) -> float:
         return time.monotonic()
 
-    def wait(self, event: threading.Event, seconds: float) -> bool:
-        return event.wait(max(seconds, 0.0))
+    def time(self) -> float:
+        return time.time()
+
+    def wait(self, event: threading.Event, seconds: float | None) -> bool:
+        return event.wait(None if seconds is None else max(seconds, 0.0))
+
+    def wait_on(self, condition: threading.Condition, seconds: float | None) -> None:
+        condition.wait(None if seconds is None else max(seconds, 0.0))
 
 
 #: The clock every timer reads unless a test installed another.

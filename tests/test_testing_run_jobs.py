@@ -129,7 +129,9 @@ def test_ignore_start_after_runs_delayed_retries_and_deferred_jobs_now(handlers)
 
     run = run_jobs("later", ignore_start_after=True)
 
-    assert sorted((ran.id, ran.state) for ran in run) == sorted([(deferred, "completed"), (retried, "completed")])
+    assert sorted((ran.id, ran.state) for ran in run) == sorted(
+        [(deferred, "completed"), (retried, "completed")]
+    )
 
 
 @pytest.mark.django_db
@@ -280,7 +282,9 @@ def test_a_transactional_handler_commits_or_rolls_back_with_its_job(handlers):
 
     boss.create_queue("tx", retry_limit=0)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT current_setting('statement_timeout'), current_setting('transaction_timeout', true)")
+        cursor.execute(
+            "SELECT current_setting('statement_timeout'), current_setting('transaction_timeout', true)"
+        )
         bounds_before = cursor.fetchone()
     kept = boss.send("tx", {"username": "kept"})
     lost = boss.send("tx", {"username": "lost", "fail": True})
@@ -291,7 +295,9 @@ def test_a_transactional_handler_commits_or_rolls_back_with_its_job(handlers):
     assert list(User.objects.values_list("username", flat=True)) == ["kept"]
     # The run's bound does not outlive it in the test's transaction.
     with connection.cursor() as cursor:
-        cursor.execute("SELECT current_setting('statement_timeout'), current_setting('transaction_timeout', true)")
+        cursor.execute(
+            "SELECT current_setting('statement_timeout'), current_setting('transaction_timeout', true)"
+        )
         assert cursor.fetchone() == bounds_before
 
 

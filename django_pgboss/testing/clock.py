@@ -125,7 +125,7 @@ class TestClock:
         self._now = self._start
         connection_created.connect(self._opt_in, dispatch_uid=self._uid())
         if self._drives_timers:
-            self._timers = TimerClock(settle_seconds=self._settle_seconds)
+            self._timers = TimerClock(wall=self._start.timestamp(), settle_seconds=self._settle_seconds)
             clocks.install(self._timers)
 
     def detach(self) -> None:
@@ -184,8 +184,11 @@ class TestClock:
         with connections[self._using].cursor() as cursor:
             cursor.execute(plans.set_clock(self._schema), {"now": moment})
         self._now = moment
-        if self._timers is not None and step > dt.timedelta():
-            self._timers.move(step.total_seconds())
+        if self._timers is not None:
+            if step > dt.timedelta():
+                self._timers.move(step.total_seconds(), wall=moment.timestamp())
+            else:
+                self._timers.set_wall(moment.timestamp())
         return moment
 
     def advance(self, delta: dt.timedelta | None = None, **units: float) -> dt.datetime:
@@ -203,12 +206,19 @@ class TestClock:
             raise InvalidOption(f"advance() moves forward only, not by {step}; use set_time() to go back")
         return self.set_time(self.now() + step)
 
+    @property
+    def timers(self) -> TimerClock:
+        """The clock of the timers this TestClock drives: what a worker takes as its ``clock``
+        (worker/ports.py's Clock), as the monitor's loop finds it in ``django_pgboss.clocks``.
+        RuntimeError when the clock is detached or was made with ``timers=False``."""
+        if self._timers is None:
+            raise RuntimeError("this TestClock drives no timers (it is detached, or made with timers=False)")
+        return self._timers
+
     def wait_for_timers(self, count: int = 1, *, timeout: float = 10.0) -> int:
         """Wait (real time) until ``count`` threads wait on this clock's timers, such as a Monitor
         started on a thread once its first passes ran; returns how many do. Raises WaitTimedOut
         after ``timeout`` seconds, and RuntimeError when the clock drives no timers."""
         arguments.integer("count", count, minimum=1)
         arguments.number("timeout", timeout, minimum=0.0)
-        if self._timers is None:
-            raise RuntimeError("this TestClock drives no timers (it is detached, or made with timers=False)")
-        return self._timers.wait_for_sleepers(count, float(timeout))
+        return self.timers.wait_for_sleepers(count, float(timeout))
