@@ -126,7 +126,7 @@ def test_a_spy_sees_what_run_jobs_ran_and_skips_a_failure_that_will_retry():
 
 @pytest.mark.django_db
 def test_a_spy_wait_gives_up_after_its_timeout():
-    with JobSpy("nothing") as spy, pytest.raises(WaitTimedOut, match="within 0.1s"):
+    with JobSpy("nothing") as spy, pytest.raises(WaitTimedOut, match=r"within 0\.1s"):
         spy.wait_for_job(lambda data: True, "completed", timeout=0.1)
 
 

@@ -142,7 +142,7 @@ def test_detaching_hands_the_timers_back_to_the_system_clock(db):
     assert clocks.current() is clocks.SYSTEM_CLOCK
     assert not timers.wait(threading.Event(), 3600)  # a stopped clock waits no more
     with pytest.raises(RuntimeError, match="drives no timers"):
-        clock.timers
+        _ = clock.timers
 
 
 def test_timers_false_leaves_the_timers_on_real_time(db):
