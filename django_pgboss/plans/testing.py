@@ -10,8 +10,8 @@ tests ever pay for.
 
 from __future__ import annotations
 
-#: The session setting through which a connection opts into the test clock (pg-boss's name).
 CLOCK_SETTING = "pgboss.test_clock"
+"""The session setting through which a connection opts into the test clock (pg-boss's name)."""
 #: The table that holds the test clock's time, in the pg-boss schema.
 CLOCK_TABLE = "__pgboss_test_clock"
 
