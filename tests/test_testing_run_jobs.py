@@ -355,3 +355,24 @@ def test_run_jobs_sends_the_workers_signals(handlers):
         pgboss_signals.job_completed.disconnect(on_completed)
 
     assert seen == [("started", "signups", "ada"), ("completed", "signups", True)]
+
+
+@pytest.mark.django_db
+def test_a_tasks_backends_task_runs_and_its_result_is_read_inside_the_tests_transaction():
+    from django_pgboss.tasks.compat import TaskResultStatus, task_backends
+    from tests.taskapp import tasks
+
+    added = tasks.add.enqueue(2, 3)
+    failing = tasks.fail_always.enqueue("broken input")
+
+    run = run_jobs(["default"])
+
+    assert sorted((ran.id, ran.state) for ran in run if ran.state != "retry") == sorted(
+        [(added.id, "completed"), (failing.id, "failed")]
+    )
+    backend = task_backends["default"]
+    done = backend.get_result(added.id)
+    assert (done.status, done.return_value) == (TaskResultStatus.SUCCESSFUL, 5)
+    broken = backend.get_result(failing.id)
+    assert broken.status == TaskResultStatus.FAILED
+    assert len(broken.errors) == 3  # the backend's QUEUE_OPTIONS: retry_limit 2
