@@ -160,8 +160,8 @@ def test_without_opentelemetry_installed_sending_works_and_nothing_is_traced():
 
 
 def run_burst(queue: str, handler, **options) -> None:
+    from django_pgboss.worker import Worker
     from django_pgboss.worker.registry import Registration
-    from django_pgboss.worker.runner import Worker
 
     Worker([Registration(queue, handler, polling_interval_seconds=0.1, **options)], burst=True).run()
 

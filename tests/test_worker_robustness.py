@@ -12,8 +12,8 @@ import time
 import pytest
 
 from django_pgboss import boss
+from django_pgboss.worker import Worker
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row, rows
 from tests.processes import run_worker, start_worker, wait_for
 from tests.test_worker import states

@@ -13,8 +13,8 @@ import pytest
 
 from django_pgboss import boss, signals
 from django_pgboss.monitor.runner import Monitor
+from django_pgboss.worker import Worker
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 from tests.helpers import HANDLER_KINDS, handler_of, job_row, rows
 from tests.processes import run_worker, wait_for
 from tests.test_signals import raising, received

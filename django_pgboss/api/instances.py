@@ -2,7 +2,7 @@
 
 :class:`InstanceRegistrar` keeps one process's row in ``<schema>.instance``: written when it
 starts, refreshed every INSTANCE_HEARTBEAT_SECONDS on a thread of its own, marked stopped by a clean
-stop. The worker (worker/runner.py) and the monitor (monitor/runner.py) each own one, through a
+stop. The worker (worker/engine.py) and the monitor (monitor/runner.py) each own one, through a
 hook of a few lines; nothing on their paths waits for it. A failed write is logged and sent as
 ``signals.error_raised``, and the next beat tries again: a beat is an upsert, so it also restores a
 row a failed registration or the retention prune left missing. Registering also counts the

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -35,11 +35,12 @@ from django_pgboss.api.queues import QueueStore
 from django_pgboss.exceptions import InvalidOption
 from django_pgboss.plans import testing as plans
 from django_pgboss.records import Job
-from django_pgboss.worker import events, job_logs, transactional
-from django_pgboss.worker.core import WorkerStats
+from django_pgboss.worker import job_logs, signalling, transactional
+from django_pgboss.worker.messages import Raised, SettleRequest
 from django_pgboss.worker.registry import Registration, autodiscover, registrations
 from django_pgboss.worker.results import settle_items
 from django_pgboss.worker.settler import Settler
+from django_pgboss.worker.state import WorkerStats
 
 __all__ = ["JobRun", "RanJob", "run_jobs"]
 
@@ -210,9 +211,7 @@ class JobRunner:
         self.stats = WorkerStats()
         self.ignore_start_after = ignore_start_after
         self.settler = Settler(
-            # The settler calls only the methods _SavepointStore has (complete_each,
-            # fail_reporting, requeue), each as JobStore's own.
-            cast(JobStore, _SavepointStore(self.jobs)),
+            _SavepointStore(self.jobs),
             self.stats,
             labels={registration.queue: registration.label for registration in registrations},
             settled=lambda name, units: None,
@@ -259,25 +258,27 @@ class JobRunner:
 
     def _run_unit(self, registration: Registration, jobs: list[Job]) -> list[RanJob]:
         name = registration.queue
-        events.jobs_started(self, name, jobs)
+        signalling.jobs_started(self, name, jobs)
         job_logs.started(name, jobs)
         started = time.perf_counter()
         error: BaseException | None = None
+        settles: list[SettleRequest]
         if registration.transactional:
             with _transaction_bounds_kept(self.boss.using):
-                settles = transactional.run_unit(
+                rolled_back = transactional.run_unit(
                     self.jobs,
                     registration,
                     jobs,
                     self.stats,
-                    committed=lambda pairs, ids: events.jobs_completed(self, name, pairs, ids),
+                    committed=lambda pairs, ids: signalling.jobs_completed(self, name, pairs, ids),
                 )
-            error = settles[0][3] if settles else None
+            error = rolled_back[0].error if rolled_back else None
+            settles = list(rolled_back)
         else:
             outcome = _guarded_call(registration, jobs)
             if isinstance(outcome, _Raised):
                 error = outcome.exception
-                settles = [("raised", name, jobs, error)]
+                settles = [Raised(name, jobs, error)]
             else:
                 settles = settle_items(registration, name, jobs, outcome)
         job_logs.ended(name, jobs, time.perf_counter() - started, error)
@@ -383,9 +384,10 @@ def _transaction_bounds_kept(using: str) -> Iterator[None]:
 
 
 class _SavepointStore:
-    """The JobStore calls the settler makes, each in a savepoint when the caller's transaction is
-    open: a statement the database refuses (which the settler isolates to its job and retries
-    without) then undoes only itself, not the test's transaction."""
+    """The worker's store (worker/ports.py's WorkerStore) over JobStore, each settle in a
+    savepoint when the caller's transaction is open: a statement the database refuses (which the
+    settler isolates to its job and goes on without) then undoes only itself, not the test's
+    transaction. The reads run as they are."""
 
     def __init__(self, store: JobStore) -> None:
         self.store = store
@@ -394,7 +396,20 @@ class _SavepointStore:
     def _savepoint(self) -> Any:
         return self.context.atomic() if self.context.in_atomic_block else contextlib.nullcontext()
 
-    def complete_each(self, name: str, results: Sequence[tuple[Job, Any]]) -> list[str]:
+    def fetch(self, name: str, **options: Any) -> list[Job]:
+        return self.store.fetch(name, **options)
+
+    def use_generic_plans(self) -> None:
+        self.store.use_generic_plans()
+
+    def touch_attempts(self, name: str, jobs: Sequence[Job]) -> list[str]:
+        with self._savepoint():
+            return self.store.touch_attempts(name, jobs)
+
+    def retries_waiting(self, name: str) -> tuple[int, Any]:
+        return self.store.retries_waiting(name)
+
+    def complete_each(self, name: str, results: Sequence[tuple[Job | Mapping[str, Any], Any]]) -> list[str]:
         with self._savepoint():
             return self.store.complete_each(name, results)
 

@@ -6,6 +6,6 @@ names are exported here.
 
 from __future__ import annotations
 
-from django_pgboss.worker.runner import Worker, WorkerStats, queue_capacity
+from django_pgboss.worker.engine import Worker, WorkerStats, queue_capacity
 
 __all__ = ["Worker", "WorkerStats", "queue_capacity"]

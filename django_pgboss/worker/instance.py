@@ -2,7 +2,7 @@
 shape (one ``workers`` entry per queue, as pg-boss writes one per ``work()`` call).
 
 The registration itself is api/instances.py's; the worker only builds one (``registrar()``) and
-starts and stops it in its run (worker/runner.py).
+starts and stops it in its run (worker/engine.py).
 """
 
 from __future__ import annotations

@@ -17,9 +17,18 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from django_pgboss.records import Job, QueueInfo
+from django_pgboss.db.context import DatabaseContext
+from django_pgboss.records import Job
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "QueueCatalog", "SystemClock", "WorkerStore"]
+__all__ = [
+    "SYSTEM_CLOCK",
+    "Clock",
+    "QueueCatalog",
+    "QueueFacts",
+    "SystemClock",
+    "TransactionalStore",
+    "WorkerStore",
+]
 
 
 class WorkerStore(Protocol):
@@ -70,10 +79,37 @@ class WorkerStore(Protocol):
         ...
 
 
+class TransactionalStore(WorkerStore, Protocol):
+    """A store that can also run a transactional handler's unit (worker/transactional.py): the
+    handler and its jobs' completion in one transaction on the store's Django database, which
+    only PostgreSQL gives."""
+
+    @property
+    def context(self) -> DatabaseContext:
+        """The database context whose connection the transaction runs on."""
+        ...
+
+    def bound_transaction(self, seconds: float) -> dict[str, str]:
+        """Bound the caller's open transaction to ``seconds``, enforced by the server."""
+        ...
+
+
+class QueueFacts(Protocol):
+    """What the worker reads of a queue when it starts (a ``QueueInfo`` has it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def notify(self) -> bool:
+        """Whether a send to the queue notifies its listeners."""
+        ...
+
+
 class QueueCatalog(Protocol):
     """The queue reads the worker makes when it starts (``QueueStore`` over PostgreSQL)."""
 
-    def all_queues(self, names: Iterable[str] | None = None) -> list[QueueInfo]:
+    def all_queues(self, names: Iterable[str] | None = None) -> Sequence[QueueFacts]:
         """The named queues that exist (every queue when ``names`` is None), in name order."""
         ...
 
