@@ -14,9 +14,11 @@ from django_pgboss.exceptions import InvalidOption, WaitTimedOut
 from django_pgboss.monitor.loop import run_periodically
 from django_pgboss.monitor.runner import Monitor
 from django_pgboss.monitor.timekeeper import Timekeeper
-from django_pgboss.testing import TestClock
+from django_pgboss.testing import TestClock, wait_for_job
 from django_pgboss.testing.timers import TimerClock
+from django_pgboss.worker import Worker
 from django_pgboss.worker.ports import Clock as WorkerClock
+from django_pgboss.worker.registry import Registration
 
 boss = Boss()
 START = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
@@ -133,6 +135,41 @@ def test_the_timekeeper_sends_a_scheduled_job_on_the_tests_cadence():
             timekeeper.stop()
             thread.join(30)
     assert not thread.is_alive()
+
+
+def _held_until_cancelled(job):
+    if (job.data or {}).get("hold"):
+        job.signal.wait(30)
+        job.signal.raise_if_set()
+    return "done"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_on_the_test_clock_polls_and_meets_deadlines_when_the_test_moves_time():
+    with TestClock(START) as clock:
+        boss.create_queue("clocked", expire_in_seconds=60, retry_limit=0)
+        worker = Worker(
+            [Registration("clocked", _held_until_cancelled, polling_interval_seconds=30)],
+            clock=clock.timers,
+            listen=False,
+        )
+        thread = threading.Thread(target=worker.run)
+        thread.start()
+        try:
+            quick = boss.send("clocked")
+            held = boss.send("clocked", {"hold": True})
+
+            clock.advance(seconds=30)  # the fetch loop's next poll
+            assert wait_for_job("clocked", quick, "completed", timeout=30).output == {"value": "done"}
+            wait_for_job("clocked", held, "active", timeout=30)
+
+            clock.advance(seconds=61)  # past the held job's deadline, on the worker's clock
+            failed = wait_for_job("clocked", held, "failed", timeout=30)
+        finally:
+            worker.stop()
+            thread.join(30)
+    assert not thread.is_alive()
+    assert failed.output["name"] == "JobDeadlineExceeded"
 
 
 def test_detaching_hands_the_timers_back_to_the_system_clock(db):

@@ -129,7 +129,10 @@ class HandlerPool:
         """
         board = self.board
         for thread, state in list(self._queue_of.items()):
-            if thread.is_alive():
+            # A thread spawn() registered but has not started yet (the deadline thread may be
+            # replacing one as this runs) is not alive either, and is not dead: taking it for
+            # dead would start a second replacement, which no stop marker would ever end.
+            if thread.is_alive() or thread.ident is None:
                 continue
             del self._queue_of[thread]
             with board.lock:
