@@ -20,6 +20,7 @@ boss = Boss()
 
 @pytest.fixture
 def handlers():
+    registry.autodiscover()  # what run_jobs() imports stays registered after the test
     saved = dict(registry._registry)
     yield
     registry._registry.clear()

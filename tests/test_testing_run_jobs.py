@@ -20,7 +20,9 @@ boss = Boss()
 
 @pytest.fixture
 def handlers():
-    """Handlers registered for one test, the registry as it was afterwards."""
+    """Handlers registered for one test, the registry as it was afterwards. The installed apps'
+    jobs modules are imported first (run_jobs() imports them), so that what they register stays."""
+    registry.autodiscover()
     saved = dict(registry._registry)
     yield
     registry._registry.clear()
