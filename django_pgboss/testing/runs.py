@@ -276,7 +276,7 @@ class JobRunner:
             settles = list(rolled_back)
         else:
             outcome = _guarded_call(registration, jobs)
-            if isinstance(outcome, _Raised):
+            if isinstance(outcome, _HandlerRaised):
                 error = outcome.exception
                 settles = [Raised(name, jobs, error)]
             else:
@@ -304,7 +304,7 @@ class _Peeked(Exception):
 
 
 @dataclass(frozen=True)
-class _Raised:
+class _HandlerRaised:
     exception: BaseException
 
 
@@ -318,7 +318,7 @@ def _call(registration: Registration, jobs: list[Job]) -> Any:
 
 
 def _guarded_call(registration: Registration, jobs: list[Job]) -> Any:
-    """The handler call's return value, or _Raised with what it raised; inside a savepoint on each
+    """The handler call's return value, or _HandlerRaised with what it raised; inside a savepoint on each
     connection that is in a transaction, rolled back when the call left that transaction broken."""
     aliases = [c.alias for c in connections.all(initialized_only=True) if c.in_atomic_block]
     try:
@@ -330,7 +330,7 @@ def _guarded_call(registration: Registration, jobs: list[Job]) -> Any:
             except Exception as exc:
                 if any(_broken(alias) for alias in aliases):
                     raise  # the savepoints roll back; caught below
-                return _Raised(exc)
+                return _HandlerRaised(exc)
             broken = [alias for alias in aliases if _broken(alias)]
             if broken:
                 raise transactional.TransactionFailed(
@@ -340,7 +340,7 @@ def _guarded_call(registration: Registration, jobs: list[Job]) -> Any:
                 )
             return result
     except Exception as exc:
-        return _Raised(exc)
+        return _HandlerRaised(exc)
 
 
 def _broken(alias: str) -> bool:
