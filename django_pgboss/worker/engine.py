@@ -47,7 +47,7 @@ from django_pgboss.worker.fetching import QueueFetcher
 from django_pgboss.worker.handlers import HandlerPool
 from django_pgboss.worker.heartbeats import Heartbeats
 from django_pgboss.worker.instance import registrar
-from django_pgboss.worker.listener import NotifyListener
+from django_pgboss.worker.listener import ListenerSettings, NotifyListener
 from django_pgboss.worker.overruns import HandlerOverruns
 from django_pgboss.worker.ports import SYSTEM_CLOCK, Clock, QueueCatalog, WorkerStore
 from django_pgboss.worker.registry import Registration
@@ -170,6 +170,8 @@ class Worker:
         self._heartbeats = Heartbeats(self._board, self.jobs)
         self._fetchers: list[QueueFetcher] = []
         self._listener: NotifyListener | None = None
+        # Read here, so that a bad NOTIFY_* setting is refused with the other arguments.
+        self._listener_settings = ListenerSettings.from_settings()
         # The worker's row in the instance registry (worker/instance.py); built here so that a bad
         # INSTANCE_* setting is refused with the other arguments.
         self._instance = registrar(self)
@@ -226,7 +228,9 @@ class Worker:
                 self._pool.start_queue(state)
         notify_queues = [name for name, info in infos.items() if info.notify]
         if self.listen and notify_queues:
-            self._listener = NotifyListener(self.boss.context, notify_queues, board.wake)
+            self._listener = NotifyListener(
+                self.boss.context, notify_queues, board.wake, settings=self._listener_settings
+            )
             self._listener.start()
         self._settler.start()
         self._heartbeats.start()
