@@ -10,8 +10,9 @@
 #   DJANGO   pip requirement for Django (default "Django>=5.2")
 #   PGBOSS_SCHEMA  schema the suite migrates pg-boss into (default pgboss)
 #   LINT=1   before the tests: ruff (lint and format check), mypy (with django-stubs), the import
-#            contracts (import-linter) and the docs built strictly (mkdocs); then the tests with
-#            coverage, whose total it prints at the end
+#            contracts (import-linter), the docs built strictly (mkdocs) and the fast tests of
+#            tests/unit without a database; then the tests with coverage, whose total it prints at
+#            the end
 #   COVERAGE=1  measure and print coverage without the other checks (COVERAGE=0 turns it off)
 set -euo pipefail
 
@@ -76,6 +77,10 @@ if [ "${LINT:-0}" = 1 ]; then
   site_dir=$(mktemp -d)
   "$venv/bin/mkdocs" build --strict --quiet --site-dir "$site_dir"
   rm -rf "$site_dir"
+  # The worker's own logic over an in-memory store, before any database is started: settings
+  # without a database, so a test that reached for PostgreSQL would fail here.
+  echo "test.sh: the fast tests without a database (tests/unit)" >&2
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider --ds=tests.unit.settings tests/unit
 fi
 
 # pg-boss itself, for the interoperability tests: Node.js 20 or newer and the published package.

@@ -73,6 +73,12 @@ class AsyncQueues:
     def abandoned_running(self) -> int:
         return self.abandoned
 
+    def close_queue(self, name: str) -> None:
+        """End queue ``name``'s slots (off_work(): its units are done, its stop markers queued)."""
+        runner = self.queues.pop(name, None)
+        if runner is not None:
+            runner.join(timeout=30)
+
     def stop(self, *, cancel: bool) -> None:
         """End the slots, cancelling the units still running when ``cancel`` (the grace period is
         over: their jobs went back to the queue), then the loop."""

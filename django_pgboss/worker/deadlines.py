@@ -97,7 +97,7 @@ class Deadlines:
     def _keep_deadlines(self) -> None:
         board, clock = self.board, self.board.clock
         while True:
-            cancelled: list[Unit] = []
+            cancelled: list[tuple[Unit, float, str]] = []
             wait = 0.0
             with board.lock:
                 # Kept through a stop's grace period too: a job that passes its deadline then is failed.
@@ -125,8 +125,7 @@ class Deadlines:
                 self.wake.clear()
                 continue
             # Outside the lock: a signal runs its callbacks, which are the handler's code.
-            for unit in cancelled:
-                seconds, option = board.queues[unit.queue].deadline_seconds(unit.jobs)
+            for unit, seconds, option in cancelled:
                 board.cancel(
                     unit.queue, unit.jobs, DEADLINE, f"the job passed its deadline ({option} {seconds})"
                 )
@@ -135,13 +134,17 @@ class Deadlines:
 
     def _unit_deadline(self, unit: Unit) -> float | None:
         """The moment ``unit`` must be done by, or None once its jobs left in_flight."""
-        deadlines = self.board.queues[unit.queue].deadlines
+        state = self.board.queues.get(unit.queue)
+        if state is None:
+            return None
+        deadlines = state.deadlines
         moments = [deadlines[job.id] for job in unit.jobs if job.id in deadlines]
         return max(moments) if moments else None
 
-    def _detach(self, thread: threading.Thread, now: float) -> Unit:
+    def _detach(self, thread: threading.Thread, now: float) -> tuple[Unit, float, str]:
         """Fail ``thread``'s unit at its deadline and have the pool put a new handler thread in
-        its place; returns the unit, whose signals the caller sets. Called with the lock held."""
+        its place; returns the unit, whose signals the caller sets, with its deadline's seconds
+        and option. Called with the lock held."""
         board = self.board
         unit = self.pool.detach(thread, now)
         name, jobs = unit.queue, unit.jobs
@@ -163,7 +166,7 @@ class Deadlines:
         )
         board.lock.notify_all()
         state.wake.set()
-        return unit
+        return unit, seconds, option
 
     def check_abandoned(self) -> None:
         """Count the detached handlers that ignored their signal; stop past the limit."""

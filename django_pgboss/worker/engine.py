@@ -26,7 +26,11 @@ connection closes it, waits, and reconnects the Django way.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import fields
+from types import TracebackType
+from typing import Any
 
 from django.db import DatabaseError, connections
 
@@ -50,9 +54,9 @@ from django_pgboss.worker.instance import registrar
 from django_pgboss.worker.listener import ListenerSettings, NotifyListener
 from django_pgboss.worker.overruns import HandlerOverruns
 from django_pgboss.worker.ports import SYSTEM_CLOCK, Clock, QueueCatalog, WorkerStore
-from django_pgboss.worker.registry import Registration
+from django_pgboss.worker.registry import Registration, validated
 from django_pgboss.worker.settler import Settler
-from django_pgboss.worker.shutdown import Shutdown
+from django_pgboss.worker.shutdown import Shutdown, put_back_unstarted
 from django_pgboss.worker.snapshot import WorkerSnapshot, take
 from django_pgboss.worker.state import Board, ClaimBudget, QueueState, WorkerStats, logger, queue_capacity
 
@@ -113,7 +117,6 @@ class Worker:
         if (store is None) != (queue_catalog is None):
             raise InvalidOption("a Worker takes a store and a queue_catalog together, or neither")
         self.boss = boss or Boss()
-        self.instruments = instruments
         # The worker's own statements go through the job store, over the Boss's context (so the
         # two share its queue-route cache), unless it is given another store.
         on_postgres = store is None
@@ -136,10 +139,12 @@ class Worker:
         self.clock = clock if clock is not None else SYSTEM_CLOCK
         self.stats = WorkerStats(started_at=self.clock.monotonic(), clock=self.clock.monotonic)
         self._created_at = self.clock.time()
+        # Each queue's handler label, for the messages jobs are failed with (work() adds to it).
+        self._labels = {r.queue: r.label for r in self.registrations}
         self._settler = Settler(
             self.jobs,
             self.stats,
-            labels={r.queue: r.label for r in self.registrations},
+            labels=self._labels,
             settled=self._settled,
             trouble=self._trouble,
             is_stopping=self._is_stopping,
@@ -168,7 +173,16 @@ class Worker:
             abandoned_coroutines=self._async.abandoned_running,
         )
         self._heartbeats = Heartbeats(self._board, self.jobs)
-        self._fetchers: list[QueueFetcher] = []
+        self._fetchers: dict[str, QueueFetcher] = {}
+        #: The id of each queue's work() (or of its registration), by queue name.
+        self.work_ids: dict[str, str] = {r.queue: str(uuid.uuid4()) for r in self.registrations}
+        # Serialises work(), off_work() and the start and end of run(); _running says whether
+        # run() has opened its queues (a work() then opens its queue at once).
+        self._runtime = threading.RLock()
+        self._running = False
+        self._ran = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
         self._listener: NotifyListener | None = None
         # Read here, so that a bad NOTIFY_* setting is refused with the other arguments.
         self._listener_settings = ListenerSettings.from_settings()
@@ -193,6 +207,17 @@ class Worker:
         return self._listener is not None and self._listener.connected.is_set()
 
     @property
+    def instruments(self) -> HandlerInstruments | None:
+        """What is told of each handler call's start and end (observability/instruments.py); may
+        be set until the worker runs, as ``pgboss_work --metrics-port`` sets it."""
+        return self._pool.instruments
+
+    @instruments.setter
+    def instruments(self, instruments: HandlerInstruments | None) -> None:
+        for part in (self._pool, self._async, self._deadlines):
+            part.instruments = instruments
+
+    @property
     def exit_status(self) -> int:
         """0, or EXIT_ABANDONED_THREADS once the worker stopped for its abandoned threads."""
         return self._deadlines.exit_status
@@ -210,6 +235,7 @@ class Worker:
             ),
         )
         if found is None:
+            self._ran.set()
             return self.stats
         infos = {q.name: q for q in found}
         for registration in self.registrations:
@@ -217,28 +243,13 @@ class Worker:
                 raise QueueNotFound(
                     f"queue {registration.queue!r} does not exist; create it before working it"
                 )
-            board.queues[registration.queue] = QueueState(
-                registration, notify=infos[registration.queue].notify
-            )
-        for state in board.queues.values():
-            if state.registration.is_async:
-                # An async def handler: slots on the worker's event loop, not threads.
-                self._async.start_queue(state)
-            else:
-                self._pool.start_queue(state)
-        notify_queues = [name for name, info in infos.items() if info.notify]
-        if self.listen and notify_queues:
-            self._listener = NotifyListener(
-                self.boss.context, notify_queues, board.wake, settings=self._listener_settings
-            )
-            self._listener.start()
         self._settler.start()
         self._heartbeats.start()
         self._deadlines.start()
-        for state in board.queues.values():
-            fetcher = QueueFetcher(board, state, self.jobs, burst=self.burst, listening=self._listening)
-            self._fetchers.append(fetcher)
-            fetcher.start()
+        with self._runtime:
+            for registration in self.registrations:
+                self._open_queue(registration, notify=infos[registration.queue].notify)
+            self._running = True
         text, fields = banner(
             self.registrations,
             using=self.boss.context.using,
@@ -252,6 +263,7 @@ class Worker:
         try:
             self._instance.start()
             signals.send(signals.worker_started, type(self), worker=self, queues=list(board.queues))
+            self._ran.set()
             while not board.stopping.is_set():
                 if self.burst and self._all_drained():
                     self._log_burst_end()
@@ -259,12 +271,15 @@ class Worker:
                 self.clock.wait(board.stopping, 0.1)
                 self._pool.replace_dead()
                 self._deadlines.check_abandoned()
+                self._close_drained_queues()
         finally:
+            with self._runtime:
+                self._running = False
             Shutdown(
                 board,
                 pool=self._pool,
                 async_queues=self._async,
-                fetchers=self._fetchers,
+                fetchers=list(self._fetchers.values()),
                 settler=self._settler,
                 heartbeats=self._heartbeats,
                 deadlines=self._deadlines,
@@ -276,6 +291,30 @@ class Worker:
             self._instance.stop()
             signals.send(signals.worker_stopped, type(self), worker=self, stats=self.stats)
         return self.stats
+
+    def _open_queue(self, registration: Registration, *, notify: bool) -> None:
+        """Start working ``registration``'s queue: its slots, handler threads (or async slots),
+        fetcher, and its notifications. Called with ``self._runtime`` held."""
+        board = self._board
+        state = QueueState(registration, notify=notify)
+        with board.lock:
+            board.queues[registration.queue] = state
+        if registration.is_async:
+            # An async def handler: slots on the worker's event loop, not threads.
+            self._async.start_queue(state)
+        else:
+            self._pool.start_queue(state)
+        if notify and self.listen:
+            if self._listener is None:
+                self._listener = NotifyListener(
+                    self.boss.context, [registration.queue], board.wake, settings=self._listener_settings
+                )
+                self._listener.start()
+            else:
+                self._listener.queues.add(registration.queue)
+        fetcher = QueueFetcher(board, state, self.jobs, burst=self.burst, listening=self._listening)
+        self._fetchers[registration.queue] = fetcher
+        fetcher.start()
 
     def _warn_connection_per_transaction(self) -> None:
         """Say so when a transactional queue will open a database connection per job.
@@ -305,12 +344,156 @@ class Worker:
         to take from any thread; see worker/snapshot.py."""
         return take(self._board, self._pool, self._created_at)
 
-    def stop(self, *, graceful: bool = True) -> None:
-        """Stop fetching. Running handlers get the grace period unless ``graceful`` is False."""
+    def stop(self, grace_seconds: float | None = None, *, graceful: bool = True) -> None:
+        """Stop fetching. Running handlers get the grace period (``grace_seconds``, or the one the
+        worker was built with) unless ``graceful`` is False. A worker started with start() is
+        waited for; one whose run() the caller runs returns from it."""
+        if grace_seconds is not None:
+            number("grace_seconds", grace_seconds, minimum=0)
+            if grace_seconds > MAX_GRACE_SECONDS:
+                raise InvalidOption(
+                    f"grace_seconds must be at most {MAX_GRACE_SECONDS} (a day), not {grace_seconds!r}"
+                )
+            self.grace_seconds = grace_seconds
         if not graceful:
             self._board.aborting.set()
             self._deadlines.wake.set()
         self._board.stop()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    # -- at run time: pg-boss's work(), offWork(), notifyWorker() and getWipData() ---------------
+
+    def start(self) -> Worker:
+        """Run the worker on a thread of its own (``pgboss-worker``); returns once its queues are
+        worked. A queue that does not exist raises here, as run() raises it."""
+        with self._runtime:
+            if self._thread is not None:
+                raise InvalidOption("this worker was started already; a Worker runs once")
+            self._thread = threading.Thread(target=self._run_started, name="pgboss-worker", daemon=True)
+            self._thread.start()
+        self._ran.wait()
+        if self._failure is not None:
+            self._thread.join()
+            raise self._failure
+        return self
+
+    def _run_started(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:
+            self._failure = exc
+            if self._ran.is_set():
+                # start() has returned: nobody else hears of it.
+                logger.exception("the worker stopped on an error")
+        finally:
+            self._ran.set()
+
+    def __enter__(self) -> Worker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def work(self, name: str, handler: Callable[..., Any], **options: Any) -> str:
+        """Work queue ``name`` with ``handler`` and the ``@work`` options (``concurrency``,
+        ``batch_size``, ...); returns the work id, which off_work() takes. On a running worker the
+        queue starts at once (QueueNotFound if it does not exist); before start() or run(), with
+        the rest. One handler per queue and worker: off_work() the queue before working it anew."""
+        unknown = sorted(set(options) - ({f.name for f in fields(Registration)} - {"queue", "handler"}))
+        if unknown:
+            raise InvalidOption(f"work() takes no option {', '.join(map(repr, unknown))}")
+        registration = validated(Registration(name, handler, **options))
+        if registration.transactional and not isinstance(self.jobs, JobStore):
+            raise InvalidOption(
+                f"transactional queue(s) {name!r} need the PostgreSQL job store: their handler and "
+                "completion share one database transaction"
+            )
+        with self._runtime:
+            if name in self.work_ids:
+                raise InvalidOption(
+                    f"queue {name!r} is worked already by this worker (work id {self.work_ids[name]}); "
+                    "off_work() it first"
+                )
+            if self._board.stopping.is_set():
+                raise InvalidOption("the worker is stopping: it takes no more work")
+            notify = False
+            if self._running:
+                found = [q for q in self._queue_catalog.all_queues([name]) if q.name == name]
+                if not found:
+                    raise QueueNotFound(f"queue {name!r} does not exist; create it before working it")
+                notify = found[0].notify
+            work_id = str(uuid.uuid4())
+            self.registrations = [*self.registrations, registration]
+            self.work_ids[name] = work_id
+            self._labels[name] = registration.label
+            if self._running:
+                self._open_queue(registration, notify=notify)
+        return work_id
+
+    def off_work(self, name_or_work_id: str, *, wait: bool = True) -> None:
+        """Stop working a queue (by its name or the id work() returned): its fetcher ends, its
+        claimed jobs that have not started go back to the queue uncharged, and with ``wait``
+        (the default) the call returns once its running handlers are done and their results
+        written. Without ``wait`` they finish in the background. Unknown names raise InvalidOption."""
+        with self._runtime:
+            name = next(
+                (queue for queue, work_id in self.work_ids.items() if name_or_work_id in (queue, work_id)),
+                None,
+            )
+            if name is None:
+                raise InvalidOption(f"{name_or_work_id!r} is neither a queue nor a work id this worker works")
+            del self.work_ids[name]
+            self.registrations = [r for r in self.registrations if r.queue != name]
+            board = self._board
+            state = board.queues.get(name)
+            if state is None:
+                return  # not started yet: it is simply not worked
+            with board.lock:
+                state.closing = True
+            state.wake.set()
+            fetcher = self._fetchers.pop(name)
+        fetcher.join(timeout=30)
+        put_back_unstarted(board, [state])
+        # One stop marker per handler thread or async slot, behind nothing: the buffer is empty.
+        for _ in range(state.registration.concurrency):
+            state.work.put(None)
+        if self._listener is not None:
+            self._listener.queues.discard(name)
+        if wait:
+            with board.lock:
+                # Until its last job is settled, or the worker's own stop ends them.
+                while (state.in_flight or state.unsettled) and self._running:
+                    self.clock.wait_on(board.lock, 0.1)
+            self._close_drained_queues()
+
+    def notify(self, name: str) -> None:
+        """Wake queue ``name``'s fetcher now, as a notification would (pg-boss's notifyWorker())."""
+        self._board.wake(name)
+
+    def wip(self) -> WorkerSnapshot:
+        """What the worker is running, per queue (pg-boss's getWipData()): snapshot()."""
+        return self.snapshot()
+
+    def _close_drained_queues(self) -> None:
+        """Take the queues off_work() closed off the board once their last job is settled."""
+        board = self._board
+        with board.lock:
+            done = [
+                name
+                for name, state in board.queues.items()
+                if state.closing and not state.in_flight and not state.unsettled
+            ]
+            for name in done:
+                del board.queues[name]
+        for name in done:
+            self._async.close_queue(name)
 
     @property
     def aborted(self) -> bool:

@@ -74,7 +74,7 @@ class QueueFetcher:
         name = registration.queue
         budget = board.budget
         failures = 0
-        while not board.stopping.is_set():
+        while not board.stopping.is_set() and not state.closing:
             with board.lock:
                 self._wait_for_low_water(state.low_water)
                 slots = budget.left(state.free)
@@ -141,9 +141,10 @@ class QueueFetcher:
                 continue
             board.stats.add(fetched=len(jobs))
             with board.lock:
-                if board.stopping.is_set():
-                    # The stop began during the fetch, and the stop's put_back_unstarted() has run (or runs
-                    # next, under this lock): these never start, so they go back uncharged.
+                if board.stopping.is_set() or state.closing:
+                    # The stop (or the queue's off_work()) began during the fetch, and its
+                    # put_back_unstarted() has run (or runs next, under this lock): these never
+                    # start, so they go back uncharged.
                     board.settle(Requeue(name, jobs, UNSTARTED_OUTPUT))
                     return
                 jobs, excess = self._within_local_group_limits(jobs)
@@ -185,7 +186,9 @@ class QueueFetcher:
         if not (0 < state.free < low_water and state.in_flight):
             return  # nearly every fetch: no clock reading
         deadline = clock.monotonic() + LOW_WATER_WAIT_SECONDS
-        while 0 < state.free < low_water and state.in_flight and not board.stopping.is_set():
+        while (
+            0 < state.free < low_water and state.in_flight and not (board.stopping.is_set() or state.closing)
+        ):
             buffered = state.capacity - state.free > state.registration.concurrency
             remaining = deadline - clock.monotonic()
             if not buffered and remaining <= 0:

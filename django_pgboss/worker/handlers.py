@@ -91,6 +91,10 @@ class HandlerPool:
                     close_old_connections_quietly()
                     unit = state.work.get()
                 if unit is None:
+                    # A stop marker (a stop, or the queue's off_work()): the thread ends, and is
+                    # no dead thread to replace.
+                    with self.board.lock:
+                        self._queue_of.pop(thread, None)
                     return
                 self.current[thread] = unit
                 self._run_unit(state, unit)
@@ -131,10 +135,10 @@ class HandlerPool:
         for thread, state in list(self._queue_of.items()):
             # A thread spawn() registered but has not started yet (the deadline thread may be
             # replacing one as this runs) is not alive either, and is not dead: taking it for
-            # dead would start a second replacement, which no stop marker would ever end.
-            if thread.is_alive() or thread.ident is None:
+            # dead would start a second replacement, which no stop marker would ever end. Popped
+            # here, so that a thread is found dead once, whoever else looks.
+            if thread.is_alive() or thread.ident is None or self._queue_of.pop(thread, None) is None:
                 continue
-            del self._queue_of[thread]
             with board.lock:
                 unit = self.current.pop(thread, None)
                 self.current_since.pop(thread, None)
@@ -295,5 +299,6 @@ class HandlerPool:
         # once per wait, so in a batch only the first unit to end finds it clear.
         if not state.wake.is_set():
             state.wake.set()
-        if board.budget.spent:
+        budget = board.budget
+        if budget.limit is not None and budget.claimed >= budget.limit:
             board.stop_when_idle()

@@ -70,7 +70,8 @@ class Heartbeats:
                     board.database_trouble(f"touching jobs of {name}", exc, failures)
                     continue
                 with board.lock:
-                    last_touch = board.queues[name].last_touch
+                    touched_queue = board.queues.get(name)
+                    last_touch = touched_queue.last_touch if touched_queue is not None else {}
                     for job in jobs:
                         if job.id in last_touch:
                             last_touch[job.id] = now
@@ -96,7 +97,7 @@ class Heartbeats:
         """The tick: HEARTBEAT_TICK_SECONDS, or shorter for a queue with a shorter refresh."""
         refreshes = [
             state.registration.heartbeat_refresh_seconds
-            for state in self.board.queues.values()
+            for state in list(self.board.queues.values())
             if state.registration.heartbeat_refresh_seconds
         ]
         return min([HEARTBEAT_TICK_SECONDS, *refreshes])

@@ -32,9 +32,12 @@ def registrar(worker: Any) -> InstanceRegistrar:
         registrations = {r.queue: r for r in worker.registrations}
         result = []
         for queue in snapshot.queues:
-            registration = registrations[queue.name]
-            # One id per queue for the worker's life, as a work() call keeps its id.
-            work_id = ids.setdefault(queue.name, str(uuid.uuid4()))
+            registration = registrations.get(queue.name)
+            if registration is None:
+                continue  # off_work() is ending it
+            # The id Worker.work() returned for the queue, kept while the queue is worked, as a
+            # work() call keeps its id.
+            work_id = worker.work_ids.get(queue.name) or ids.setdefault(queue.name, str(uuid.uuid4()))
             options = {
                 wire: value
                 for option, wire in RECORDED_WORK_OPTIONS.items()

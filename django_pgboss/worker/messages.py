@@ -8,7 +8,10 @@
 - An ``Outcome`` is how an async unit ended, handed by its slot (worker/async_slots.py) to the
   worker, which turns it into settle requests as a handler thread's return value is.
 
-Every class is a frozen dataclass with slots: built once per unit on the hot path, read once.
+Every class is a dataclass with slots, built once per unit on the hot path and read once; none is
+changed after it is built. They are not ``frozen``: a frozen dataclass's ``__init__`` sets each
+field through ``object.__setattr__``, which doubled what building a message costs (two a job, on
+the drain's hot path).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 from django_pgboss.records import Job
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Unit:
     """The jobs of one handler call on ``queue``: one job, or a batch with ``batch=True``."""
 
@@ -30,7 +33,7 @@ class Unit:
 # -- settle requests ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Complete:
     """Complete every job with the one ``output`` (None stores none)."""
 
@@ -39,7 +42,7 @@ class Complete:
     output: Any = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CompleteEach:
     """Complete each job with its own output: ``outputs[i]`` is ``jobs[i]``'s (per-job results)."""
 
@@ -48,7 +51,7 @@ class CompleteEach:
     outputs: list[Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Raised:
     """The handler raised ``error``: fail the jobs (retried while their limit allows), and log the
     exception at ERROR once the failure is written, saying whether they retry."""
@@ -58,7 +61,7 @@ class Raised:
     error: BaseException
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Fail:
     """Fail the jobs with ``output`` (an output dict or an exception): a deadline, a dead thread,
     an output that cannot be stored, a per-job failure. Retried while their limit allows."""
@@ -68,7 +71,7 @@ class Fail:
     output: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeadLetter:
     """Fail the jobs for good at once, whatever retries they have left (per-job results)."""
 
@@ -77,7 +80,7 @@ class DeadLetter:
     output: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Requeue:
     """Put back jobs that were claimed and never started (a stop), uncharged; ``output`` is what
     a job that cannot go back is failed with."""
@@ -87,7 +90,7 @@ class Requeue:
     output: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Unclaim:
     """As Requeue, for jobs a fetch claimed past their group's local limit. Counted as a handler
     result, so that the queue is not taken for drained before they are back."""
@@ -97,7 +100,7 @@ class Unclaim:
     output: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Interrupt:
     """Put back jobs a stop's grace period cut short; their attempt is not counted, ``output``
     records why."""
@@ -107,7 +110,7 @@ class Interrupt:
     output: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StopSettling:
     """The last request: the settler flushes what it holds and ends."""
 
@@ -125,21 +128,21 @@ COUNTED = (Complete, CompleteEach, Raised, Fail, DeadLetter, Unclaim)
 # -- an async unit's outcome ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Returned:
     """The handler returned ``value``."""
 
     value: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Errored:
     """The handler raised ``error`` (however it ended: every way is the jobs' failure)."""
 
     error: BaseException
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeadlinePassed:
     """The unit passed its deadline: its jobs fail with ``output``."""
 

@@ -19,7 +19,7 @@ from django_pgboss.worker.listener import NotifyListener
 from django_pgboss.worker.messages import Interrupt, Requeue, StopSettling
 from django_pgboss.worker.outcomes import SHUTDOWN_OUTPUT, UNSTARTED_OUTPUT
 from django_pgboss.worker.settler import Settler
-from django_pgboss.worker.state import Board, WorkerStats, logger
+from django_pgboss.worker.state import Board, QueueState, WorkerStats, logger
 
 
 class Shutdown:
@@ -49,12 +49,13 @@ class Shutdown:
 
     def run(self, grace_seconds: float, listener: NotifyListener | None) -> None:
         board, clock = self.board, self.board.clock
+        # The grace period counts from the start of the stop.
+        deadline = clock.monotonic() + (0 if board.aborting.is_set() else grace_seconds)
         board.stop()
         self.deadlines.wake.set()
         # Claimed jobs whose handler has not started go back now, so that another worker (the
         # one a rolling deploy just started) can take them while this one finishes its own.
         self.put_back_unstarted()
-        deadline = clock.monotonic() + (0 if board.aborting.is_set() else grace_seconds)
         while True:
             # A thread that died holds jobs nobody runs: they are failed at once, not waited for.
             self.pool.replace_dead()
@@ -83,7 +84,7 @@ class Shutdown:
             fetcher.join(timeout=30)
         board.settle(StopSettling())
         # One stop marker per handler thread or async slot, behind any unit still buffered.
-        for state in board.queues.values():
+        for state in list(board.queues.values()):
             for _ in range(state.registration.concurrency):
                 state.work.put(None)
         self.async_queues.stop(cancel=any(leftovers.get(name) for name in self.async_queues.queues))
@@ -111,26 +112,32 @@ class Shutdown:
 
     def put_back_unstarted(self) -> None:
         """Hand every claimed unit no handler has started to the settler, to go back uncharged."""
-        board = self.board
-        with board.lock:
-            for name, state in board.queues.items():
-                unstarted: list[Job] = []
-                while True:
-                    try:
-                        unit = state.work.get_nowait()
-                    except queue_module.Empty:
-                        break
-                    if unit is None:
-                        continue
-                    unstarted += unit.jobs
-                    state.free += 1
-                for job in unstarted:
-                    state.release(job.id)
-                if unstarted:
-                    logger.info(
-                        "stopping: %d claimed job(s) of %s that had not started go back to the queue",
-                        len(unstarted),
-                        name,
-                    )
-                    board.settle(Requeue(name, unstarted, UNSTARTED_OUTPUT))
-            board.lock.notify_all()
+        put_back_unstarted(self.board, list(self.board.queues.values()))
+
+
+def put_back_unstarted(board: Board, states: Sequence[QueueState]) -> None:
+    """Hand every claimed unit of ``states`` no handler has started to the settler, to go back
+    uncharged (a stop, or a queue's off_work())."""
+    with board.lock:
+        for state in states:
+            name = state.registration.queue
+            unstarted: list[Job] = []
+            while True:
+                try:
+                    unit = state.work.get_nowait()
+                except queue_module.Empty:
+                    break
+                if unit is None:
+                    continue
+                unstarted += unit.jobs
+                state.free += 1
+            for job in unstarted:
+                state.release(job.id)
+            if unstarted:
+                logger.info(
+                    "stopping: %d claimed job(s) of %s that had not started go back to the queue",
+                    len(unstarted),
+                    name,
+                )
+                board.settle(Requeue(name, unstarted, UNSTARTED_OUTPUT))
+        board.lock.notify_all()

@@ -99,6 +99,9 @@ class QueueState:
         # never runs on another queue's threads, so each keeps to its concurrency.
         self.work: queue_module.SimpleQueue[Unit | None] = queue_module.SimpleQueue()
         self.drained = False
+        # Set (under the board's lock) by Worker.off_work(): the queue's fetcher ends, and the
+        # queue leaves the board once its last job is settled.
+        self.closing = False
         # Handler results handed to the settler but not yet written: the queue is not drained
         # while a failed job may still come back for a retry.
         self.unsettled = 0
@@ -224,11 +227,12 @@ class Board:
             state.wake.set()
 
     def wake_all(self) -> None:
-        for state in self.queues.values():
+        # A copy: Worker.work() may add a queue meanwhile.
+        for state in list(self.queues.values()):
             state.wake.set()
 
     def in_flight_count(self) -> int:
-        return sum(len(state.in_flight) for state in self.queues.values())
+        return sum(len(state.in_flight) for state in list(self.queues.values()))
 
     def stop(self) -> None:
         """Stop fetching: every fetcher is woken to see it."""

@@ -30,12 +30,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import OperationalError
 
 from django_pgboss.records import Job
 from django_pgboss.wire import EncodedOutput, output_value, to_json
+from django_pgboss.worker.ports import Clock, QueueCatalog, WorkerStore
 
 
 @dataclass
@@ -357,3 +358,10 @@ class ManualClock:
     def wait_on(self, condition: threading.Condition, seconds: float | None) -> None:
         # The caller looks again on return, as every caller of a condition does.
         condition.wait(self.LOOK_SECONDS)
+
+
+if TYPE_CHECKING:
+    # mypy checks that the fakes implement the worker's ports (mypy tests/unit/fakes.py).
+    _store: WorkerStore = MemoryStore()
+    _catalog: QueueCatalog = MemoryStore()
+    _clock: Clock = ManualClock()

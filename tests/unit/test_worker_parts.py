@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from django_pgboss.cancellation import DEADLINE, SHUTDOWN
+from django_pgboss.cancellation import CLAIM_LOST, DEADLINE, SHUTDOWN
 from django_pgboss.exceptions import InvalidOption
 from django_pgboss.worker import Worker, handlers
 from django_pgboss.worker.deadlines import ABANDON_GRACE_SECONDS, EXIT_ABANDONED_THREADS
@@ -45,7 +45,7 @@ def test_a_queue_claims_ahead_up_to_batch_size_and_never_more(store, clock, star
     run = start(
         Registration("q", lambda job: gate.wait(PATIENCE_SECONDS), concurrency=2, batch_size=6), burst=True
     )
-    eventually(lambda: len(run.worker.snapshot().queues[0].running) == 2, "two jobs running")
+    eventually(lambda: [len(q.running) for q in run.worker.snapshot().queues] == [2], "two jobs running")
     eventually(lambda: store.states("q").get("active") == 6, "four more claimed ahead")
     (queue,) = run.worker.snapshot().queues
     assert (queue.claimed, queue.free, len(queue.running)) == (6, 0, 2)
@@ -215,6 +215,31 @@ def test_a_handler_thread_that_dies_has_its_jobs_failed_and_is_replaced(store, c
     assert failure.ids == [job_id]
 
 
+# -- heartbeats --------------------------------------------------------------------------------------
+
+
+def test_heartbeats_touch_a_running_job_and_a_lost_claim_sets_its_signal(store, clock, start):
+    store.create_queue("q", heartbeat_seconds=2)
+    job_id = store.send("q")
+    seen: list[str | None] = []
+
+    def handler(job: Any) -> None:
+        job.signal.wait(PATIENCE_SECONDS)
+        seen.append(job.signal.reason)
+
+    run = start(Registration("q", handler))
+    eventually(lambda: store.jobs[job_id].state == "active", "the job running")
+    eventually(lambda: store.jobs[job_id].touches >= 2, "two heartbeats", ticking=clock)
+    # The monitor took the job for a dead worker's: another attempt holds it now.
+    with store.lock:
+        store.jobs[job_id].state = "retry"
+    eventually(lambda: seen == [CLAIM_LOST], "the handler saw its claim lost", ticking=clock)
+    run.worker.stop()
+    finish(run, clock)
+    # Its result went to the attempt fence, which left the job as the other attempt has it.
+    assert store.jobs[job_id].state == "retry"
+
+
 # -- the stop: unstarted jobs back at once, the grace period, then the rest back ----------------
 
 
@@ -238,7 +263,8 @@ def test_a_stop_puts_unstarted_jobs_back_waits_out_the_grace_period_then_interru
     assert store.jobs[running.id].state == "active"  # still within the grace period
     clock.advance(2)
     run.join()
-    assert reasons == [SHUTDOWN]
+    # The handler, left running past the grace period, saw its signal set by the stop.
+    eventually(lambda: reasons == [SHUTDOWN], "the handler saw its signal")
     assert store.states("q") == {"retry": 3}
     # Cut short, so its attempt does not count: the limit grew by one.
     assert store.jobs[running.id].retry_limit == 3
