@@ -165,3 +165,14 @@ class JobCancelled(PgBossError):
     def __init__(self, reason: str, message: str | None = None) -> None:
         super().__init__(message or reason)
         self.reason = reason
+
+
+class WaitTimedOut(PgBossError, TimeoutError):
+    """A testing aid's wait (``django_pgboss.testing``: wait_for_job(), a JobSpy, a TestClock
+    waiting for the timers it made due) ran out of time; the message says what it waited for and
+    what it saw last."""
+
+
+class JobStateUnreachable(PgBossError):
+    """A wait for a job's state that can no longer come: the job ended in another final state
+    (completed, failed or cancelled), or was deleted. The message names the state it is in."""

@@ -136,11 +136,19 @@ def test_the_editing_example_runs_as_written():
 @mailer_deprecation
 @pytest.mark.django_db(transaction=True)
 def test_the_testing_page_tests_pass(shop):
-    unit, worker, clock = marked_blocks("testing.md", 3)
+    unit, run, worker, spies, clock, timers = marked_blocks("testing.md", 6)
 
     namespace = run_block(unit, "testing.md")
     namespace["test_the_welcome_email_goes_to_the_user"](None)
     User.objects.all().delete()
+
+    # As pytest-django's db fixture runs them: each in a transaction rolled back afterwards.
+    namespace = run_block(run, "testing.md")
+    for test in ("test_the_welcome_email_is_sent", "test_a_missing_user_fails_the_job_then_dead_letters_it"):
+        with transaction.atomic():
+            namespace[test](None)
+            transaction.set_rollback(True)
+    assert boss.get_queues() == []
 
     namespace = run_block(worker, "testing.md")
     fixture = inspect.unwrap(namespace["queues"])(None)
@@ -148,6 +156,21 @@ def test_the_testing_page_tests_pass(shop):
     namespace["test_a_signup_sends_the_welcome_email"](None)
     next(fixture, None)  # the fixture's teardown
     assert boss.get_queues() == []
+
+    queues = namespace["queues"]
+    namespace = run_block(spies, "testing.md", {"queues": queues})
+    fixture = inspect.unwrap(queues)(None)
+    next(fixture)
+    worker_fixture = inspect.unwrap(namespace["worker"])(None)
+    running = next(worker_fixture)
+    namespace["test_the_worker_sends_the_welcome_email"](running)
+    next(worker_fixture, None)
+    next(fixture, None)
+    assert boss.get_queues() == []
+
+    namespace = run_block(timers, "testing.md")
+    namespace["test_the_monitor_fails_a_stuck_job"](None)
+    boss.delete_queue("exports")
 
     namespace = run_block(clock, "testing.md")
     namespace["test_an_unfinished_job_expires"](None)

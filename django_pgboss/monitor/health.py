@@ -11,10 +11,10 @@ holder), or nothing ran and the pile grew (autovacuum is off on the table).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from django_pgboss import clocks
 from django_pgboss.api.indexes import REINDEX_DEFAULTS, bloated_indexes
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
@@ -33,7 +33,7 @@ class Health:
     sender: Any = None
     warned_bloat: set[str] = field(default_factory=set)
     garbage: dict[str, tuple[float, float]] = field(default_factory=dict)  # table -> (dead, last vacuum)
-    #: When (time.monotonic()) a pass that only reports bloat may read the indexes again.
+    #: When (on django_pgboss.clocks' monotonic clock) a pass that only reports bloat may read the indexes again.
     detect_only_until: float = 0.0
     warned_xmin_horizon: bool = False
     warned_autovacuum_disabled: bool = False
@@ -70,7 +70,7 @@ class Health:
             # monitor that can rebuild its window, pg-boss's reasoning) and keeps to the interval on
             # its own clock instead, as pg-boss's detect-only passes do: the catalog read is not
             # free on a schema of many partitions, and the answer changes slowly.
-            now = time.monotonic()
+            now = clocks.current().monotonic()
             if now < self.detect_only_until:
                 return []
             self.detect_only_until = now + pgboss_settings.REINDEX_INTERVAL_SECONDS

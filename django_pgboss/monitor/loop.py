@@ -2,16 +2,20 @@
 
 A database error (the server restarting, a dropped connection) must not end a long-running monitor:
 the loop drops the connections, backs off (2, 4, 8 ... seconds, at most a minute) and tries again.
+
+Time is read from ``django_pgboss.clocks`` on each use, so a test's TestClock, once attached,
+drives the waits between passes (the loop then runs a pass when the test moves time past it).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 from django.db import DatabaseError, connections
+
+from django_pgboss import clocks
 
 #: Longest wait between retries after a database error.
 MAX_BACKOFF_SECONDS = 60.0
@@ -35,16 +39,16 @@ def run_periodically(
     the first error if it comes before any round of passes finished: the start failed (the
     Monitor raises start_retry).
     """
-    due = [time.monotonic()] * len(passes)
+    due = [clocks.current().monotonic()] * len(passes)
     failures = 0
     started = False
     try:
         while not stop.is_set():
             try:
                 for index, (function, interval) in enumerate(passes):
-                    if time.monotonic() >= due[index]:
+                    if clocks.current().monotonic() >= due[index]:
                         function()
-                        due[index] = time.monotonic() + interval
+                        due[index] = clocks.current().monotonic() + interval
                 failures = 0
                 started = True
             except DatabaseError as exc:
@@ -57,8 +61,9 @@ def run_periodically(
                     on_start_failure(exc)
                 # A broken connection must be thrown away: Django reconnects on the next statement.
                 connections.close_all()
-                stop.wait(delay)
+                clocks.current().wait(stop, delay)
                 continue
-            stop.wait(max(min(due) - time.monotonic(), 0))
+            clock = clocks.current()
+            clock.wait(stop, max(min(due) - clock.monotonic(), 0))
     finally:
         connections.close_all()

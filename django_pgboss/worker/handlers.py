@@ -133,7 +133,11 @@ class HandlerPool:
         """
         board = self.board
         for thread, state in list(self._queue_of.items()):
-            if thread.is_alive() or self._queue_of.pop(thread, None) is None:
+            # A thread spawn() registered but has not started yet (the deadline thread may be
+            # replacing one as this runs) is not alive either, and is not dead: taking it for
+            # dead would start a second replacement, which no stop marker would ever end. Popped
+            # here, so that a thread is found dead once, whoever else looks.
+            if thread.is_alive() or thread.ident is None or self._queue_of.pop(thread, None) is None:
                 continue
             with board.lock:
                 unit = self.current.pop(thread, None)

@@ -165,6 +165,22 @@ class Settler:
             self._settled(item.queue, 1)
         return False
 
+    def settle_now(self, item: SettleRequest) -> None:
+        """Write one request at once, on the calling thread, a completion included: what
+        ``django_pgboss.testing.run_jobs()`` does with each handler call's end, with the same
+        isolation of refused values. Database trouble goes to ``trouble``, as in run()."""
+        if isinstance(item, Complete | CompleteEach):
+            pairs = (
+                [(job, item.output) for job in item.jobs]
+                if isinstance(item, Complete)
+                else list(zip(item.jobs, item.outputs, strict=True))
+            )
+            _remaining, trouble = self._complete(item.queue, pairs)
+            if trouble is not None:
+                self._trouble(f"completing jobs of {item.queue}", trouble, 1)
+        else:
+            self._settle_one(item)
+
     def _complete(
         self, name: str, results: list[tuple[Job, Any]]
     ) -> tuple[list[tuple[Job, Any]], BaseException | None]:
