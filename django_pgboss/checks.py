@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.constants import Backend
 from django_pgboss.db.identifiers import schema_name_problem
 from django_pgboss.observability.auth import MIN_TOKEN_LENGTH, token_problem
 
@@ -160,6 +161,24 @@ def check_monitor_settings(app_configs: Any = None, **kwargs: Any) -> list[Error
             )
         )
     return errors
+
+
+@register(Tags.compatibility)
+def check_backend_setting(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """pgboss.E008: PGBOSS["BACKEND"] names one of the engines django_pgboss knows."""
+    try:
+        backend = pgboss_settings.BACKEND
+    except ImproperlyConfigured:
+        return []  # reported by pgboss.E004
+    if isinstance(backend, str) and backend in Backend.values:
+        return []
+    return [
+        Error(
+            f'settings.PGBOSS["BACKEND"] = {backend!r} is not a database engine django_pgboss knows.',
+            hint=f"Use one of: {', '.join(repr(value) for value in Backend.values)}.",
+            id="pgboss.E008",
+        )
+    ]
 
 
 @register(Tags.security)
