@@ -216,6 +216,36 @@ def check_metrics_settings(app_configs: Any = None, **kwargs: Any) -> list[Check
 
 
 @register(Tags.database, deploy=True)
+def check_backend_fits_database(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """pgboss.E009: the database does not fit PGBOSS["BACKEND"] ("citus" or "citus-distributed"
+    without the citus extension, "citus-distributed" without worker nodes or off the coordinator).
+
+    A deployment check, as pgboss.E006 is, because it reads the database; ``migrate`` refuses the
+    same set-ups itself, in one line, before any DDL.
+    """
+    from django_pgboss.schema.backend import backend_problem, read_citus_facts
+
+    alias, errors = _database_alias()
+    if alias is None or errors or (databases is not None and alias not in databases):
+        return []
+    backend = pgboss_settings.BACKEND
+    connection = connections[alias]
+    if backend == Backend.POSTGRES or backend not in Backend.values or connection.vendor != "postgresql":
+        return []  # nothing to read, or E008 / E001 say why
+    try:
+        with connection.cursor() as cursor:
+            facts = read_citus_facts(cursor)
+    except DatabaseError as exc:
+        return [CheckWarning(f"could not read database {alias!r}: {exc}".strip(), id="pgboss.W003")]
+    problem = backend_problem(backend, facts, alias)
+    if problem is None:
+        return []
+    return [Error(f"{problem}.", id="pgboss.E009")]
+
+
+@register(Tags.database, deploy=True)
 def check_schema_installed(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[CheckMessage]:

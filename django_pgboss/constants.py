@@ -18,6 +18,7 @@ INITIAL_SCHEMA_VERSION = 43
 DEFAULT_SCHEMA = "pgboss"
 """The schema used when settings.PGBOSS["SCHEMA"] is not set; pg-boss's own default."""
 
+
 class Backend(models.TextChoices):
     """The database engines PGBOSS["BACKEND"] names, after pg-boss's ``backend`` profiles.
 
