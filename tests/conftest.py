@@ -112,7 +112,7 @@ def pytest_report_header(config):
 #: with its database restarts, transactional handlers, the instance registry, bam, the doctor),
 #: pg-boss itself beside it, and the Citus tests; the modules left out test pure layers (argument
 #: checks, cron and rrule, charts, import paths), which no database changes, or repeat a feature
-#: here through another door. The whole suite passes on the cluster too; this part keeps CI under
+#: here through another door. The whole suite runs on the cluster too; this part keeps CI under
 #: its time budget.
 CITUS_PART = frozenset(
     {

@@ -19,6 +19,10 @@ TIME_ZONE = "UTC"
 
 DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:55433/pgboss")}
 # A second alias on the same test database, for a tasks backend whose OPTIONS name another alias.
+# A worker the mixed-fleet test starts as a process keeps its connections (its transactional
+# handlers would otherwise open one per job).
+if "PGBOSS_TEST_CONN_MAX_AGE" in env:
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("PGBOSS_TEST_CONN_MAX_AGE")
 DATABASES["tasks"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
 
 PGBOSS = {"SCHEMA": env.str("PGBOSS_SCHEMA", default="pgboss")}
