@@ -35,8 +35,8 @@ from django.core.management import call_command
 
 from bench.common import fresh_queues, raw_connection, server_facts, source_revision
 from django_pgboss.api.boss import Boss
+from django_pgboss.worker import Worker
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 
 QUEUE = "bench_async"
 

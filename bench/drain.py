@@ -75,8 +75,8 @@ from bench.common import (  # noqa: E402
     transactions,
 )
 from django_pgboss.api.boss import Boss  # noqa: E402
+from django_pgboss.worker import Worker  # noqa: E402
 from django_pgboss.worker.registry import Registration  # noqa: E402
-from django_pgboss.worker.runner import Worker  # noqa: E402
 
 QUEUE = "bench_drain"
 NOTIFY_QUEUE = "bench_notify"

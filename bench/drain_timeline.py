@@ -6,7 +6,7 @@ as they happen (perf_counter, appended to one list; a list append is atomic unde
 
   fetch      JobStore.fetch(): the claim's round trip plus building the Jobs (the fetch thread)
   complete   JobStore.complete_each(): one settler statement (the settler thread)
-  unit       HandlerThreads._run_handler(): one job's handler call and its hand-off (a handler thread)
+  unit       HandlerPool._run_unit(): one job's handler call and its hand-off (a handler thread)
 
 and a probe thread that sleeps ``--probe-ms`` in a loop: how late each sleep wakes up is how long a
 thread whose wait has ended (a statement's reply arrived, a sleep ran out) waits for the GIL behind
@@ -18,7 +18,7 @@ nothing at all (server and Python idle at once); the probe's lateness; and an AS
 window of the drain (--picture-ms from --picture-at of the drain). ``--switch-interval`` sets
 sys.setswitchinterval() for the run (the experiment's worker, which set its own, took it as its
 switch_interval_seconds), ``--no-probe`` leaves the probe out. ``build`` is the part of each fetch
-spent turning its rows into Jobs (records.jobs_from_cursor), after the reply is in; and the fetch
+spent turning its rows into Jobs (records.jobs_from_table), after the reply is in; and the fetch
 connection's server process is read from /proc/<pid>/schedstat around each fetch (the cluster
 runs on this machine): how long it ran, and how long it waited for a CPU, during the fetch.
 
@@ -52,8 +52,8 @@ from bench.peersapp.jobs import QUEUE  # noqa: E402
 from django_pgboss.api import jobs as jobs_module  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.api.jobs import JobStore  # noqa: E402
-from django_pgboss.worker.handlers import HandlerThreads  # noqa: E402
-from django_pgboss.worker.runner import Worker  # noqa: E402
+from django_pgboss.worker import Worker  # noqa: E402
+from django_pgboss.worker.handlers import HandlerPool  # noqa: E402
 
 #: (kind, start, end, jobs): kind is "fetch", "complete", "unit" or "probe".
 EVENTS: list[tuple[str, float, float, int]] = []
@@ -65,16 +65,16 @@ SEEN: dict[str, float] = {}
 
 def instrument() -> None:
     """Wrap the three steps so each appends its (kind, start, end, jobs) to EVENTS."""
-    fetch, complete_each, run_handler = JobStore.fetch, JobStore.complete_each, HandlerThreads._run_handler
-    build = jobs_module.jobs_from_cursor
+    fetch, complete_each, run_unit = JobStore.fetch, JobStore.complete_each, HandlerPool._run_unit
+    build = jobs_module.jobs_from_table
 
-    def timed_build(cursor):  # type: ignore[no-untyped-def]
+    def timed_build(table):  # type: ignore[no-untyped-def]
         started = time.perf_counter()
-        jobs = build(cursor)
+        jobs = build(table)
         EVENTS.append(("build", started, time.perf_counter(), len(jobs)))
         return jobs
 
-    jobs_module.jobs_from_cursor = timed_build
+    jobs_module.jobs_from_table = timed_build
 
     def timed_fetch(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         before = backend_schedstat(self)
@@ -92,15 +92,15 @@ def instrument() -> None:
         EVENTS.append(("complete", started, time.perf_counter(), len(results)))
         return settled
 
-    def timed_unit(self, name, jobs):  # type: ignore[no-untyped-def]
+    def timed_unit(self, state, unit):  # type: ignore[no-untyped-def]
         SEEN["switch interval"] = sys.getswitchinterval()
         started = time.perf_counter()
-        run_handler(self, name, jobs)
-        EVENTS.append(("unit", started, time.perf_counter(), len(jobs)))
+        run_unit(self, state, unit)
+        EVENTS.append(("unit", started, time.perf_counter(), len(unit.jobs)))
 
     JobStore.fetch = timed_fetch  # type: ignore[method-assign]
     JobStore.complete_each = timed_complete  # type: ignore[method-assign]
-    HandlerThreads._run_handler = timed_unit  # type: ignore[method-assign]
+    HandlerPool._run_unit = timed_unit  # type: ignore[method-assign]
 
 
 def backend_schedstat(store: JobStore) -> tuple[int, int] | None:

@@ -44,7 +44,7 @@ from django.db import connection  # noqa: E402
 from bench.common import source_revision  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.api.flows import FlowJob  # noqa: E402
-from django_pgboss.monitor.runner import Monitor  # noqa: E402
+from django_pgboss.monitor import Monitor  # noqa: E402
 
 PARENT, CHILD = "bench_flow_parent", "bench_flow_child"
 

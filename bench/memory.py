@@ -48,8 +48,8 @@ from django.core.management import call_command  # noqa: E402
 
 from bench.common import TABLE, fresh_queues, load_average, raw_connection, settle_table, source_revision  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
+from django_pgboss.worker import Worker  # noqa: E402
 from django_pgboss.worker.registry import Registration  # noqa: E402
-from django_pgboss.worker.runner import Worker  # noqa: E402
 
 QUEUE = "bench_memory"
 

@@ -1,5 +1,5 @@
 """What the worker's signals cost per job, without and with a receiver: the calls the worker's
-handler and settler threads make for each job (worker/events.py), timed on their own.
+handler and settler threads make for each job (worker/signalling.py), timed on their own.
 
     .venvs/py3.11-Django__5.2/bin/python bench/signals.py [--calls 200000] [--repeat 5]
 
@@ -31,7 +31,7 @@ django.setup()
 from django_pgboss import signals  # noqa: E402
 from django_pgboss.records import Job  # noqa: E402
 from django_pgboss.wire import EncodedOutput  # noqa: E402
-from django_pgboss.worker import events  # noqa: E402
+from django_pgboss.worker import signalling as events  # noqa: E402
 
 
 class FakeWorker:

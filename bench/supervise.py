@@ -35,6 +35,7 @@ is spread over the last hour. Then VACUUM ANALYZE and CHECKPOINT.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import multiprocessing
 import os
 import platform
@@ -63,9 +64,10 @@ from bench.drain import CLAIM_SQL, COMPLETE_SQL  # noqa: E402
 from bench.peers import node, node_version  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.conf import pgboss_settings  # noqa: E402
-from django_pgboss.db.identifiers import schema_key  # noqa: E402
+from django_pgboss.db.identifiers import advisory_lock_key  # noqa: E402
 from django_pgboss.monitor.supervisor import CHUNK_SIZE, EXPIRED_OUTPUT, STALLED_OUTPUT  # noqa: E402
 from django_pgboss.plans import maintenance as maintenance_plans  # noqa: E402
+from django_pgboss.plans import retention as retention_plans  # noqa: E402
 from django_pgboss.plans import stats as stats_plans  # noqa: E402
 from django_pgboss.wire import to_json  # noqa: E402
 
@@ -233,7 +235,7 @@ def monitor_in_child(passes: int, results: Any) -> None:
     every 50 ms; reports the size before the first round, after each, and the peak."""
     import threading
 
-    from django_pgboss.monitor.runner import Monitor
+    from django_pgboss.monitor import Monitor
 
     monitor = Monitor()
     monitor.context.queue_exists(QUEUES[0])  # connected, the imports paid, before the first round
@@ -399,7 +401,7 @@ def explain_hot_statements(admin: psycopg.Connection) -> None:
             stats_plans.cache_queue_stats(schema, table, throughput=True),
             {
                 "names": chunk,
-                "lock_key": f".pgboss.{schema_key(schema)}queue-stats",
+                "lock_key": advisory_lock_key(schema, "queue-stats"),
                 "reset_max": stats_plans.reset_max_seconds(interval),
             },
         ),
@@ -408,7 +410,15 @@ def explain_hot_statements(admin: psycopg.Connection) -> None:
             maintenance_plans.fail_expired_jobs(schema, table),
             {"output": to_json(EXPIRED_OUTPUT, "output"), "names": chunk},
         ),
-        ("delete_old_jobs, job_common", maintenance_plans.delete_old_jobs(schema, table), {"names": chunk}),
+        (
+            "deletion_batch (the first of one queue's retention walk), job_common",
+            retention_plans.deletion_batch(schema, table, after=False),
+            {
+                "name": chunk[0],
+                "edge_offset": retention_plans.DELETION_BATCH_SIZE - 1,
+                "retained_before": dt.datetime.now(dt.UTC) - dt.timedelta(seconds=10),
+            },
+        ),
     ]
     reset_claims(admin)
     for label, sql, params in statements:

@@ -64,8 +64,8 @@ from bench.common import (  # noqa: E402
 )
 from bench.drain import CONCURRENCY, QUEUE  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
+from django_pgboss.worker import Worker  # noqa: E402
 from django_pgboss.worker.registry import Registration  # noqa: E402
-from django_pgboss.worker.runner import Worker  # noqa: E402
 
 FETCH_SIZE = 50
 

@@ -19,8 +19,9 @@ schema at 43 is the previous release's). Then, timed in this process:
 - ``bam pass``: the monitor's bam pass building job_i13 to job_i17 on both tables with
   ``CREATE INDEX CONCURRENTLY``, one after another, as ``pgboss_monitor`` does;
 - ``inline builds`` (the comparison, a separate scenario): the same indexes built by plain
-  ``CREATE INDEX`` in one transaction, as migration 0001's steps from older schemas build theirs,
-  which holds a lock that stops every write to each table while it builds.
+  ``CREATE INDEX`` in one transaction, as the released steps of migration 0001 from older schemas
+  built theirs (they queue them in bam now), which holds a lock that stops every write to each
+  table while it builds.
 
 For each phase it prints the wall time, how many sends and fetches completed during it, and the
 longest and median call of each: the longest pause a sender or worker saw.

@@ -9,7 +9,7 @@ repeats in microseconds a call (or a row):
                 django_pgboss's statement cursor is (db/cursors.py: psycopg's own loader, where it
                 returns the same values); then a timestamptz column alone, the cost of one value
   close_old     in a thread that holds a connection: django.db.close_old_connections(), against
-                the handler threads' close_old_connections_quietly() (worker/core.py), which looks
+                the handler threads' close_old_connections_quietly() (worker/state.py), which looks
                 the thread's connection objects up once
   tracing       with the OpenTelemetry API installed and no tracer provider set: the API's
                 get_tracer_provider() check (what tracing asked once per job) against
@@ -41,7 +41,7 @@ from bench.common import load_average, source_revision
 from django_pgboss.api.boss import Boss
 from django_pgboss.db.cursors import load_timestamps_as_django_does
 from django_pgboss.observability import tracing
-from django_pgboss.worker.core import close_old_connections_quietly
+from django_pgboss.worker.state import close_old_connections_quietly
 
 QUEUE = "bench_overheads"
 ROWS = 50

@@ -228,6 +228,7 @@ def check_backend_fits_database(
     A deployment check, as pgboss.E006 is, because it reads the database; ``migrate`` refuses the
     same set-ups itself, in one line, before any DDL.
     """
+    from django_pgboss.db.context import DatabaseContext
     from django_pgboss.schema.backend import backend_problem, read_citus_facts
 
     alias, errors = _database_alias()
@@ -238,8 +239,7 @@ def check_backend_fits_database(
     if backend == Backend.POSTGRES or backend not in Backend.values or connection.vendor != "postgresql":
         return []  # nothing to read, or E008 / E001 say why
     try:
-        with connection.cursor() as cursor:
-            facts = read_citus_facts(cursor)
+        facts = read_citus_facts(DatabaseContext(alias))
     except DatabaseError as exc:
         return [CheckWarning(f"could not read database {alias!r}: {exc}".strip(), id="pgboss.W003")]
     problem = backend_problem(backend, facts, alias)
@@ -260,6 +260,7 @@ def check_schema_installed(
     PGBOSS["DATABASE"] names unless ``--database`` names others.
     """
     from django_pgboss.constants import SCHEMA_VERSION
+    from django_pgboss.db.context import DatabaseContext
     from django_pgboss.schema.adoption import newer_schema_message
     from django_pgboss.schema.state import read_state
 
@@ -273,8 +274,7 @@ def check_schema_installed(
     if connection.vendor != "postgresql" or schema_name_problem(schema) is not None:
         return []  # E001 / E002 say why
     try:
-        with connection.cursor() as cursor:
-            state = read_state(cursor, schema)
+        state = read_state(DatabaseContext(alias, schema))
     except DatabaseError as exc:
         return [
             CheckWarning(

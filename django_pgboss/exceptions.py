@@ -156,6 +156,12 @@ class UnfitBackend(SchemaError):
     """
 
 
+class StatementReturnedNoRow(PgBossError, DatabaseError):
+    """A statement that always returns a row returned none (``DatabaseContext.one()``): the
+    database is not in the state the statement is written for. A DatabaseError, like the error
+    unpacking the missing row would have been, so code that outlives database errors outlives it."""
+
+
 class JobCancelled(PgBossError):
     """Raised by ``job.signal.raise_if_set()`` once the worker has cancelled the job's attempt.
 

@@ -96,6 +96,7 @@ class RunPgBossSQL(Operation):
         the SQL (sqlmigrate): then nothing is inspected or locked. The lock is the one pg-boss takes
         to install or migrate, so a pg-boss instance starting at the same moment waits for the
         operation and its outcome instead of racing it."""
+        from django_pgboss.db.context import DatabaseContext
         from django_pgboss.plans.queues import advisory_lock
 
         connection = schema_editor.connection
@@ -105,8 +106,8 @@ class RunPgBossSQL(Operation):
         quote_schema(schema)  # an invalid name is refused before any SQL
         if getattr(schema_editor, "collect_sql", False):
             return None
-        with connection.cursor() as cursor:
-            cursor.execute(advisory_lock(), {"lock_key": f".pgboss.{schema_key(schema)}"})
+        context = DatabaseContext(connection.alias, schema)
+        context.execute(advisory_lock(), {"lock_key": context.lock_key("")})
         return schema
 
     def _run(self, app_label: str, schema_editor: Any, filename: str) -> None:
@@ -125,9 +126,17 @@ class RunPgBossSQL(Operation):
         self._run(app_label, schema_editor, self.reverse_filename)
 
 
+#: The steps whose index builds go through bam (``upgrade/vN_to_vM.bam.sql``), by the version each
+#: starts from: pg-boss 12.38 queues those builds rather than run them in the migration, and so do
+#: these. They replace the released files of the same steps (frozen, which built the indexes in the
+#: migration's transaction, holding a write lock on each job table for the whole build).
+BAM_BUILD_STEPS = frozenset({26, 27, 32, 37, 39, 42})
 #: The frozen steps that bring an older pg-boss schema to 43, by the version each starts from, and
 #: the file of schema 43's functions applied before them (see sql/upgrade/functions_43.sql).
-UPGRADE_STEPS = {version: f"upgrade/v{version}_to_v{version + 1}.sql" for version in range(25, 43)}
+UPGRADE_STEPS = {
+    version: f"upgrade/v{version}_to_v{version + 1}{'.bam' if version in BAM_BUILD_STEPS else ''}.sql"
+    for version in range(25, 43)
+}
 UPGRADE_FUNCTIONS = "upgrade/functions_43.sql"
 #: The frozen steps that roll a schema back one version, by the version each starts from, with the
 #: effect of pg-boss's rollback of that version (``pg-boss rollback``, migrationStore's
@@ -159,6 +168,7 @@ def refuse_unfit_backend(
     database that does not fit PGBOSS["BACKEND"] (UnfitBackend, one line), so that no DDL of any
     app has run when migrate stops. On "postgres", the default, it reads nothing."""
     from django_pgboss.constants import Backend
+    from django_pgboss.db.context import DatabaseContext
     from django_pgboss.exceptions import UnfitBackend
     from django_pgboss.schema.backend import backend_problem, read_citus_facts
 
@@ -175,8 +185,7 @@ def refuse_unfit_backend(
     connection = connections[using]
     if connection.vendor != "postgresql":
         return  # the pgboss.E001 check stops migrate first, and the operations refuse it
-    with connection.cursor() as cursor:
-        facts = read_citus_facts(cursor)
+    facts = read_citus_facts(DatabaseContext(using))
     problem = backend_problem(backend, facts, using)
     if problem is not None:
         raise UnfitBackend(f"{problem}; nothing was migrated.")
@@ -197,6 +206,7 @@ class InstallPgBossSchema(RunPgBossSQL):
     """
 
     def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        from django_pgboss.db.context import DatabaseContext
         from django_pgboss.schema.adoption import adoption_message, plan_installation, upgrade_refusal
         from django_pgboss.schema.state import read_state
 
@@ -206,8 +216,8 @@ class InstallPgBossSchema(RunPgBossSQL):
             # sqlmigrate prints what a fresh install runs; it inspects nothing.
             super().database_forwards(app_label, schema_editor, from_state, to_state)
             return
-        with connection.cursor() as cursor:
-            state = read_state(cursor, schema)
+        context = DatabaseContext(connection.alias, schema)
+        state = read_state(context)
         plan = plan_installation(state, connection.alias, frozenset(UPGRADE_STEPS))
         if plan.message:
             self._announce(plan.message)
@@ -217,11 +227,15 @@ class InstallPgBossSchema(RunPgBossSQL):
             self._announce(adoption_message(state, connection.alias))
         elif plan.action == "upgrade":
             assert plan.from_version is not None
+            # The tables the steps alter are locked all at once first, as migrations 0005 to 0007
+            # lock theirs (see lock_for_step()): a step that took them one statement at a time
+            # would close a cycle with a client that holds a job table and waits for the queue
+            # table (a send's foreign key check), and PostgreSQL would fail one side.
+            lock_for_step(connection, schema, stats="queue_stats" in state.catalog.tables)
             schema_editor.execute(render_sql(UPGRADE_FUNCTIONS, schema), params=None)
             for version in range(plan.from_version, INITIAL_VERSION):
                 schema_editor.execute(render_sql(UPGRADE_STEPS[version], schema), params=None)
-            with connection.cursor() as cursor:
-                upgraded = read_state(cursor, schema)
+            upgraded = read_state(context)
             if upgraded.report is None or not upgraded.report.ok:
                 raise upgrade_refusal(upgraded, connection.alias, plan.from_version, INITIAL_VERSION)
             self._announce(
@@ -265,6 +279,7 @@ class UpgradePgBossSchema(RunPgBossSQL):
         return f"Upgrade the pg-boss schema to version {self.version}"
 
     def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        from django_pgboss.db.context import DatabaseContext
         from django_pgboss.schema.adoption import upgrade_refusal
         from django_pgboss.schema.state import read_state, read_version
 
@@ -273,8 +288,8 @@ class UpgradePgBossSchema(RunPgBossSQL):
         if schema is None:
             super().database_forwards(app_label, schema_editor, from_state, to_state)
             return
-        with connection.cursor() as cursor:
-            found = read_version(cursor, schema)
+        context = DatabaseContext(connection.alias, schema)
+        found = read_version(context)
         if found is not None and found >= self.version:
             return  # pg-boss already took the schema this far (migration 0001 adopted it)
         if found != self.version - 1:
@@ -286,8 +301,7 @@ class UpgradePgBossSchema(RunPgBossSQL):
         lock_for_step(connection, schema)
         schema_editor.execute(render_sql(self.filename, schema), params=None)
         if self.version == SCHEMA_VERSION:
-            with connection.cursor() as cursor:
-                upgraded = read_state(cursor, schema)
+            upgraded = read_state(context)
             if upgraded.report is None or not upgraded.report.ok:
                 raise upgrade_refusal(upgraded, connection.alias, self.version - 1, self.version)
 
@@ -312,9 +326,9 @@ LOCK_ATTEMPT_TIMEOUT = "200ms"
 LOCK_DEADLINE_SECONDS = 300.0
 
 
-def lock_for_step(connection: Any, schema: str) -> None:
+def lock_for_step(connection: Any, schema: str, *, stats: bool = True) -> None:
     """Take, in the migration's transaction, the locks of every table a version step alters, all at
-    once and before the step runs.
+    once and before the step runs (``stats`` False: a schema without queue_stats yet, older than 35).
 
     Clients take these tables' locks in different orders: django_pgboss's send locks its job table,
     then reads the queue row; pg-boss 12.35's fetch locks a job partition, then the partitioned
@@ -325,25 +339,24 @@ def lock_for_step(connection: Any, schema: str) -> None:
     and tries again a moment later, until LOCK_DEADLINE_SECONDS: the clients' statements go on
     meanwhile, paused at most that long by each attempt's place in the lock queue.
     """
-    from django.db import OperationalError, transaction
+    from django.db import OperationalError
 
+    from django_pgboss.db.context import DatabaseContext
     from django_pgboss.plans import catalog
 
-    quoted = quote_schema(schema)
-    with connection.cursor() as cursor:
-        cursor.execute(catalog.current_lock_timeout())
-        (configured,) = cursor.fetchone()
+    context = DatabaseContext(connection.alias, schema)
+    (configured,) = context.one(catalog.current_lock_timeout())
     deadline = time.monotonic() + LOCK_DEADLINE_SECONDS
     attempts = 0
     while True:
         attempts += 1
         try:
-            with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-                cursor.execute(catalog.lock_attempt(), {"timeout": LOCK_ATTEMPT_TIMEOUT})
-                cursor.execute(catalog.lock_for_upgrade(quoted))
+            with context.atomic():
+                context.execute(catalog.lock_attempt(), {"timeout": LOCK_ATTEMPT_TIMEOUT})
+                context.execute(catalog.lock_for_upgrade(context.quoted_schema, stats=stats))
                 # The step's own statements wait as the session is configured to: it holds the
                 # tables already, and what else it touches (bam, version) nothing holds for long.
-                cursor.execute(catalog.lock_attempt(), {"timeout": configured})
+                context.execute(catalog.lock_attempt(), {"timeout": configured})
             return
         except OperationalError as exc:
             if getattr(exc.__cause__, "sqlstate", None) != "55P03":

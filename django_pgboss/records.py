@@ -9,15 +9,18 @@ import json
 import operator
 from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django_pgboss.cancellation import JobSignal
+
+if TYPE_CHECKING:
+    from django_pgboss.db.context import Table
 
 
 # Job has no __slots__, unlike the other records: a fetch builds one per claimed row, and with
 # the field values in the instance's __dict__ (and each default on the class) it can set the
 # columns a statement returned with one dict.update() and leave the rest to the class, rather
-# than set all 39 fields one by one (see jobs_from_cursor() below).
+# than set all 39 fields one by one (see jobs_from_table() below).
 @dataclass(frozen=True)
 class Job:
     """A job as fetch() claims it, or as get_job_by_id() / find_jobs() read it.
@@ -107,13 +110,14 @@ def job_from_row(row: Sequence[Any], columns: Sequence[str]) -> Job:
     return _job(row, job_fields(columns))
 
 
-def jobs_from_cursor(cursor: Any) -> list[Job]:
-    """Every row the cursor's statement returned, as Jobs matched to its columns by name."""
-    positions = job_fields([column[0] for column in cursor.description])
+def jobs_from_table(table: Table) -> list[Job]:
+    """Every row a statement returned (``DatabaseContext.table()``), as Jobs matched to its
+    columns by name."""
+    positions = job_fields(table.columns)
     plan = _build_plan(positions)
     if plan is None:
-        return [_job(row, positions) for row in cursor.fetchall()]
-    return [_build(row, plan) for row in cursor.fetchall()]
+        return [_job(row, positions) for row in table.rows]
+    return [_build(row, plan) for row in table.rows]
 
 
 def _job(row: Sequence[Any], positions: list[tuple[int, str]]) -> Job:
@@ -132,7 +136,7 @@ def _job(row: Sequence[Any], positions: list[tuple[int, str]]) -> Job:
 # A fetch builds a Job for every row it claims, and a frozen dataclass's __init__ sets each of
 # Job's 39 fields through object.__setattr__, by keyword, defaults included: about half of what
 # turning a fetched row into a Job cost (bench/README.md, the batch-50 drain). The rows of one
-# statement all have the same columns, so jobs_from_cursor() works out once which field each
+# statement all have the same columns, so jobs_from_table() works out once which field each
 # column is and how it is converted, then for each row puts the columns' values into the new
 # Job's __dict__ with one update() (an itemgetter picks them out of the row); the fields without
 # a column are not set at all and read the class's default, the value __init__ would have given

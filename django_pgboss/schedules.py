@@ -1,7 +1,11 @@
-"""A documented import path kept working: schedules and the cron timekeeper.
+"""Compatibility module: ``django_pgboss.schedules``, the path 0.1 documented for schedules and
+the cron timekeeper, kept working.
 
-The schedule API lives in django_pgboss.api.schedules, the timekeeper in
-django_pgboss.monitor.timekeeper.
+New code calls the schedule methods on ``boss`` (``boss.schedule()``, ``boss.get_schedules()``)
+and imports the timekeeper from ``django_pgboss.monitor`` (``Timekeeper``, ``run_timekeeper``),
+where django_pgboss.monitor.timekeeper's code is exported; the schedule helpers live in
+django_pgboss.api.schedules. Nothing inside the package imports this module (an import contract
+checks it). The cron logger keeps its name, ``django_pgboss.schedules``.
 """
 
 from __future__ import annotations

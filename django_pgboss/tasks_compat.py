@@ -1,5 +1,9 @@
-"""A documented import path kept working: Django's task framework or its backport, whichever is
-installed. The code lives in django_pgboss.tasks.compat."""
+"""Compatibility module: ``django_pgboss.tasks_compat``, the path 0.1 documented for Django's task
+framework or its backport (whichever is installed), kept working.
+
+New code imports from where the code lives: ``django_pgboss.tasks.compat``. Nothing inside the
+package imports this module (an import contract checks it).
+"""
 
 from __future__ import annotations
 

@@ -33,17 +33,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.db import connections
 from django.db.backends.signals import connection_created
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_schema
+from django_pgboss.plans import clock as plans
+from django_pgboss.plans.clock import CLOCK_SETTING
 
 __all__ = ["CLOCK_SETTING", "TestClock"]
-
-CLOCK_SETTING = "pgboss.test_clock"
-"""The session setting through which a connection opts into the test clock (pg-boss's name)."""
-_CLOCK_TABLE = "__pgboss_test_clock"
 
 
 class TestClock:
@@ -61,10 +59,10 @@ class TestClock:
     ) -> None:
         if start is not None and (not isinstance(start, dt.datetime) or start.tzinfo is None):
             raise ValueError(f"TestClock start must be a timezone-aware datetime, not {start!r}")
+        schema = schema or pgboss_settings.SCHEMA
+        quote_schema(schema)  # an invalid name is refused before any SQL
         self._start = start
-        self._using = using or pgboss_settings.DATABASE
-        self._schema = quote_schema(schema or pgboss_settings.SCHEMA)
-        self._table = f"{self._schema}.{_CLOCK_TABLE}"
+        self._context = DatabaseContext(using or pgboss_settings.DATABASE, schema)
         self._original_definition: str | None = None
         self._now: dt.datetime | None = None
 
@@ -81,24 +79,24 @@ class TestClock:
         """Install the override and opt this thread's connection (and any opened later) in."""
         if self._original_definition is not None:
             raise RuntimeError("this TestClock is already attached")
-        with connections[self._using].cursor() as cursor:
-            cursor.execute(f"SELECT pg_get_functiondef('{self._schema}.job_now()'::regprocedure)")
-            (self._original_definition,) = cursor.fetchone()
-            if CLOCK_SETTING in self._original_definition:
-                raise RuntimeError(
-                    "job_now() already carries a test clock override (another TestClock is attached, "
-                    "or a killed test run left it behind: restore it with TestClock.restore())"
-                )
-            if self._start is None:
-                cursor.execute("SELECT pg_catalog.now()")
-                (self._start,) = cursor.fetchone()
-            # Dropped and created rather than reused: a table under this name can only be a
-            # leftover of a killed run, and its row would be a stale time.
-            cursor.execute(f"DROP TABLE IF EXISTS {self._table}")
-            cursor.execute(f"CREATE TABLE {self._table} (now timestamp with time zone NOT NULL)")
-            cursor.execute(f"INSERT INTO {self._table} (now) VALUES (%s)", [self._start])
-            cursor.execute(_clock_function(self._schema, self._override_body()))
-            cursor.execute(f"SET {CLOCK_SETTING} = 'on'")
+        context = self._context
+        schema = context.quoted_schema
+        (definition,) = context.one(plans.function_definition(), {"function": f"{schema}.job_now()"})
+        if CLOCK_SETTING in definition:
+            raise RuntimeError(
+                "job_now() already carries a test clock override (another TestClock is attached, "
+                "or a killed test run left it behind: restore it with TestClock.restore())"
+            )
+        self._original_definition = definition
+        if self._start is None:
+            (self._start,) = context.one(plans.database_now())
+        # Dropped and created rather than reused: a table under this name can only be a leftover
+        # of a killed run, and its row would be a stale time.
+        context.execute(plans.drop_clock_table(schema))
+        context.execute(plans.create_clock_table(schema))
+        context.execute(plans.insert_clock_time(schema), {"now": self._start})
+        context.execute(plans.overridden_job_now(schema))
+        context.execute(plans.opt_in())
         self._now = self._start
         connection_created.connect(self._opt_in, dispatch_uid=self._uid())
 
@@ -107,39 +105,31 @@ class TestClock:
         if self._original_definition is None:
             return
         connection_created.disconnect(dispatch_uid=self._uid())
-        connection = connections[self._using]
+        context = self._context
         # A test whose transaction broke cannot run anything more; its rollback undoes the clock.
-        if not connection.needs_rollback:
-            with connection.cursor() as cursor:
-                cursor.execute(self._original_definition)
-                cursor.execute(f"DROP TABLE IF EXISTS {self._table}")
-                cursor.execute(f"RESET {CLOCK_SETTING}")
+        if not context.connection().needs_rollback:
+            # The definition job_now() had, read back from the catalog: a statement of its own.
+            context.script(self._original_definition)
+            context.execute(plans.drop_clock_table(context.quoted_schema))
+            context.execute(plans.opt_out())
         self._original_definition = None
         self._now = None
 
     @classmethod
     def restore(cls, *, using: str | None = None, schema: str | None = None) -> None:
         """Undo an override a killed test run left behind: job_now() reads the real clock again."""
-        quoted = quote_schema(schema or pgboss_settings.SCHEMA)
-        with connections[using or pgboss_settings.DATABASE].cursor() as cursor:
-            cursor.execute(_clock_function(quoted, "SELECT pg_catalog.now();"))
-            cursor.execute(f"DROP TABLE IF EXISTS {quoted}.{_CLOCK_TABLE}")
-
-    def _override_body(self) -> str:
-        # pg-boss's override, so its drift check recognises a test clock for what it is. The
-        # subquery keeps the function from being inlined, which only tests ever pay for.
-        return (
-            f"SELECT COALESCE(CASE WHEN current_setting('{CLOCK_SETTING}', true) = 'on' "
-            f"THEN (SELECT c.now FROM {self._table} c LIMIT 1) END, pg_catalog.now());"
-        )
+        if schema is not None:
+            quote_schema(schema)  # an invalid name is refused before any SQL
+        context = DatabaseContext(using, schema)
+        context.execute(plans.real_job_now(context.quoted_schema))
+        context.execute(plans.drop_clock_table(context.quoted_schema))
 
     def _uid(self) -> str:
         return f"django_pgboss.testing.TestClock:{id(self)}"
 
     def _opt_in(self, sender: Any, connection: Any, **kwargs: Any) -> None:
-        if connection.alias == self._using:
-            with connection.cursor() as cursor:
-                cursor.execute(f"SET {CLOCK_SETTING} = 'on'")
+        if connection.alias == self._context.using:
+            self._context.execute(plans.opt_in(), connection=connection)
 
     # -- moving time ---------------------------------------------------------------------------
 
@@ -154,8 +144,7 @@ class TestClock:
         if not isinstance(moment, dt.datetime) or moment.tzinfo is None:
             raise ValueError(f"set_time() needs a timezone-aware datetime, not {moment!r}")
         self.now()  # attached?
-        with connections[self._using].cursor() as cursor:
-            cursor.execute(f"UPDATE {self._table} SET now = %s", [moment])
+        self._context.execute(plans.set_clock_time(self._context.quoted_schema), {"now": moment})
         self._now = moment
         return moment
 
@@ -166,13 +155,3 @@ class TestClock:
         if step < dt.timedelta():
             raise ValueError(f"advance() moves forward only, not by {step}; use set_time() to go back")
         return self.set_time(self.now() + step)
-
-
-def _clock_function(schema: str, body: str) -> str:
-    # The shape the migration creates, so the catalog reads the same once the clock is restored.
-    return f"""CREATE OR REPLACE FUNCTION {schema}.job_now()
-RETURNS timestamp with time zone AS
-$$
-      {body}
-$$
-LANGUAGE sql STABLE"""

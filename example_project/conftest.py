@@ -11,8 +11,9 @@ from django.db import connection
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_identifier
-from django_pgboss.registry import Registration, autodiscover, registrations, task_registrations
+from django_pgboss.tasks.registrations import task_registrations
 from django_pgboss.worker import Worker
+from django_pgboss.worker.registry import Registration, autodiscover, registrations
 from example_project.shop import queues
 
 

@@ -53,7 +53,7 @@ INSTALLED_APPS = [
 # The warehouse task (shop/tasks.py) runs through Django's task framework on pg-boss.
 TASKS = {
     "default": {
-        "BACKEND": "django_pgboss.tasks_backend.PgBossBackend",
+        "BACKEND": "django_pgboss.tasks.backend.PgBossBackend",
         "QUEUES": ["warehouse"],
         "OPTIONS": {"WORKER": {"concurrency": 2}},
     }

@@ -10,8 +10,8 @@
 #   DJANGO   pip requirement for Django (default "Django>=5.2")
 #   PGBOSS_SCHEMA  schema the suite migrates pg-boss into (default pgboss)
 #   LINT=1   before the tests: ruff (lint and format check), mypy (with django-stubs), the import
-#            contracts (import-linter) and the docs built strictly (mkdocs); then the tests with
-#            coverage, whose total it prints at the end
+#            contracts (import-linter), the docs built strictly (mkdocs) and tests/unit (the tests
+#            that need no PostgreSQL); then the tests with coverage, whose total it prints at the end
 #   COVERAGE=1  measure and print coverage without the other checks (COVERAGE=0 turns it off)
 #   PGBOSS_TEST_BACKEND=citus  run on the Citus cluster of scripts/citus.sh (a coordinator on
 #            PGBOSS_CITUS_PORT, default 55510, and two workers on the next ports) instead of one
@@ -79,6 +79,10 @@ if [ "${LINT:-0}" = 1 ]; then
   site_dir=$(mktemp -d)
   "$venv/bin/mkdocs" build --strict --quiet --site-dir "$site_dir"
   rm -rf "$site_dir"
+  # The tests that need no PostgreSQL (the pure layers, the module map, the documented import
+  # paths), before Node or a database is set up: tests/unit/conftest.py fails any that asks for one.
+  echo "test.sh: tests/unit (no PostgreSQL)" >&2
+  env -u DATABASE_URL "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit
 fi
 
 # pg-boss itself, for the interoperability tests: Node.js 20 or newer and the published package.

@@ -2,7 +2,7 @@
 the effects and the kills, every job lost, completed twice, or retried without a kill to explain it,
 each in a sentence; and what the storm did, counted.
 
-Pure: it reads no database and starts nothing, so tests/test_fleet_verdict.py tries it on made-up
+Pure: it reads no database and starts nothing, so tests/unit/test_fleet_verdict.py tries it on made-up
 histories.
 """
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.worker import Worker
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 from tests.conftest import database_url
 
 REPO = Path(__file__).resolve().parents[1]

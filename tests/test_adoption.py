@@ -18,6 +18,7 @@ from django.db.migrations.recorder import MigrationRecorder
 
 from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.exceptions import SchemaError
 from django_pgboss.schema.catalog import read_catalog
@@ -39,8 +40,7 @@ def execute(*statements: str) -> None:
 
 
 def catalog():
-    with connection.cursor() as cursor:
-        return read_catalog(cursor, pgboss_settings.SCHEMA)
+    return read_catalog(DatabaseContext(schema=pgboss_settings.SCHEMA))
 
 
 def applied() -> set[str]:

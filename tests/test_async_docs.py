@@ -16,8 +16,7 @@ from django.test import AsyncRequestFactory
 
 from django_pgboss import boss
 from django_pgboss.tasks.compat import SOURCE, TaskResultStatus
-from django_pgboss.worker import registry
-from django_pgboss.worker.runner import Worker
+from django_pgboss.worker import Worker, registry
 from tests.helpers import job_row, rows
 from tests.test_docs import marked_blocks, run_block
 from tests.test_tasks_backend import work_tasks

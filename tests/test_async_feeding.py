@@ -1,4 +1,4 @@
-"""How an async queue's claimed units reach its slots (worker/async_runner.py): a free slot takes
+"""How an async queue's claimed units reach its slots (worker/async_slots.py): a free slot takes
 the next buffered unit itself, on the loop; a slot that finds the buffer empty waits for the
 queue's bridge thread. Either way job_started is sent once per job, on a plain thread, before the
 job's coroutine starts, and a unit leaves the buffer only for a slot that starts it."""
@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from django_pgboss import boss, signals
+from django_pgboss.worker import Worker
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 from tests.processes import in_process, wait_for
 from tests.test_worker import states
 

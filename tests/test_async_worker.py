@@ -15,9 +15,8 @@ from django.contrib.auth.models import User
 
 from django_pgboss import boss
 from django_pgboss.exceptions import InvalidOption
-from django_pgboss.worker import registry
+from django_pgboss.worker import Worker, registry
 from django_pgboss.worker.registry import Registration, work
-from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row, rows
 from tests.processes import in_process, start_worker, wait_for
 from tests.test_worker import marker_lines, states

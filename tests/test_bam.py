@@ -165,7 +165,9 @@ def test_a_live_claim_is_not_taken_over():
 
 def test_a_failing_command_is_marked_failed_with_its_error_and_the_pass_goes_on():
     enqueue("job_i94", "CREATE INDEX CONCURRENTLY IF NOT EXISTS job_i94 ON {s}.job (no_such_column)")
-    enqueue("job_i90", "CREATE INDEX CONCURRENTLY IF NOT EXISTS job_i90 ON {s}.job (name, created_on)")
+    # Another migration's command: one of the same migration on the same table would wait for the
+    # failed one (the next test).
+    enqueue("job_i90", "CREATE INDEX CONCURRENTLY IF NOT EXISTS job_i90 ON {s}.job (name, created_on)", 44)
     received = []
 
     def receiver(sender, **kwargs):
@@ -205,6 +207,48 @@ def test_a_failing_command_is_marked_failed_with_its_error_and_the_pass_goes_on(
     again = monitor.build_indexes(gated=False)
     assert (again.completed, list(again.failed)) == ([], [("job_i94", "job_common")])
     assert rows("SELECT started_on > %s FROM {s}.bam WHERE name = 'job_i94'", [started[0]]) == [(True,)]
+
+
+def test_a_command_waits_for_the_earlier_commands_of_its_migration_on_its_table(queue):
+    """pg-boss 12.38's ordering rule: version 40's build of job_i11 and retire of job_i5 are such a
+    pair, here a build that fails and a drop of the index it replaces."""
+    rows("CREATE INDEX job_common_i93 ON {s}.job_common (name)")
+    boss.create_queue("bam-own", partition=True)
+    try:
+        own = boss.get_queue("bam-own").table_name
+        enqueue("job_i94", "CREATE INDEX CONCURRENTLY IF NOT EXISTS job_i94 ON {s}.job (no_such_column)", 40)
+        rows(
+            "UPDATE {s}.bam SET command = replace(command, 'no_such_column', 'name') WHERE table_name = %s",
+            [own],
+        )
+        enqueue("job_i93", "DROP INDEX CONCURRENTLY IF EXISTS {s}.job_i93", 40)
+        # A later migration's command on the same table is not held back (pg-boss's rule is per
+        # migration), nor is anything on another table.
+        enqueue(
+            "job_i90", "CREATE INDEX CONCURRENTLY IF NOT EXISTS job_i90 ON {s}.job (name, created_on)", 41
+        )
+
+        monitor = Monitor(cron=False)
+        report = monitor.build_indexes(gated=False)
+
+        assert list(report.failed) == [("job_i94", "job_common")]
+        assert sorted(report.completed) == sorted(
+            [("job_i94", own), ("job_i93", own), ("job_i90", "job_common"), ("job_i90", own)]
+        )
+        by_table = {(e.name, e.table): e.status for e in boss.get_bam_entries()}
+        assert by_table[("job_i93", "job_common")] == "pending"
+        # The index the failed build was to replace is still there, valid.
+        assert index("job_common_i93")[0] is True
+        assert index("job_common_i90")[0] is True
+
+        # The failed command is claimable itself: once it builds, the drop behind it goes too.
+        rows("UPDATE {s}.bam SET command = replace(command, 'no_such_column', 'name') WHERE name = 'job_i94'")
+        again = monitor.build_indexes(gated=False)
+
+        assert again.completed == [("job_i94", "job_common"), ("job_i93", "job_common")]
+        assert index("job_common_i93") is None and index("job_common_i94")[0] is True
+    finally:
+        boss.delete_queue("bam-own")
 
 
 def test_two_monitors_at_once_build_each_command_once():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.core.management import call_command
 
 from django_pgboss import signals
 from django_pgboss.api.boss import Boss
@@ -24,7 +25,7 @@ pytestmark = [pytest.mark.node, pytest.mark.django_db(transaction=True)]
 
 __all__ = ["empty_database"]
 
-CREATE = re.compile(r"CREATE INDEX CONCURRENTLY IF NOT EXISTS (\w+)")
+CREATE = re.compile(r"CREATE (?:UNIQUE )?INDEX CONCURRENTLY IF NOT EXISTS (\w+)")
 DROP = re.compile(r"DROP INDEX CONCURRENTLY IF EXISTS \S+\.(\w+)")
 
 
@@ -94,3 +95,66 @@ def test_the_builds_pg_boss_left_pending_are_built_by_our_monitor(empty_database
         assert "job_common_i5" not in valid_indexes()
         drift = run_pgboss("drift", pgboss_settings.SCHEMA)["drift"]
         assert drift["ok"], drift
+
+
+def queued_builds() -> dict[str, list[tuple]]:
+    """What bam holds, per job table in the order its commands run: (queue, version, name, status,
+    the command with its whitespace folded; pg-boss's carry the indentation of its source). Before
+    version 33 set bam's created_on default to clock_timestamp(), every row pg-boss's migration
+    queued had the transaction's start as its created_on, so migrations 27's and 28's rows tie:
+    those are ordered by version."""
+    by_table: dict[str, list[tuple]] = {}
+    for table, queue, version, name, status, command in rows(
+        "SELECT table_name, queue, version, name, status, command FROM {s}.bam ORDER BY created_on, version, id"
+    ):
+        by_table.setdefault(table, []).append((queue, version, name, status, " ".join(command.split())))
+    return by_table
+
+
+@pytest.mark.parametrize(("release", "versions"), [("12.0.0", {27, 28}), ("12.20.0", {33, 38, 40})])
+def test_our_upgrade_from_an_old_schema_queues_the_builds_pg_boss_12_38_queues(
+    empty_database, run_pgboss, release, versions
+):
+    """Migrate pgboss on an old schema whose job tables hold jobs leaves the same index commands
+    in bam as pg-boss 12.38's own migration of that schema, none built in the migration; pg-boss
+    12.38's own bam runner then builds them, and its drift check finds schema 46."""
+    with schema_for(release):
+        run_legacy(release)
+        # pg-boss's bam runner held off, as above; a schema older than 27 has no bam_on yet, and
+        # migration 27 adds it only if it is not there.
+        rows("ALTER TABLE {s}.version ADD COLUMN IF NOT EXISTS bam_on timestamptz")
+        rows("UPDATE {s}.version SET bam_on = now()")
+        run_pgboss("migrate", pgboss_settings.SCHEMA)
+        theirs = queued_builds()
+        rows("DROP SCHEMA {s} CASCADE")
+
+        run_legacy(release)
+        call_command("migrate", "pgboss", verbosity=0)
+        ours = queued_builds()
+
+        assert rows("SELECT version FROM {s}.version") == [(46,)]
+        assert ours == theirs
+        assert versions <= {version for commands in ours.values() for _, version, *_ in commands}
+        assert {status for commands in ours.values() for *_, status, _ in commands} == {"pending"}
+        # The builds are left to bam: none of the indexes they make is there yet, and the drift
+        # checks (ours and pg-boss 12.38's) count them as still building.
+        expected = set()
+        for commands in ours.values():
+            for *_, command in commands:
+                created, dropped = CREATE.search(command), DROP.search(command)
+                if created:
+                    expected.add(created.group(1))
+                elif dropped:
+                    expected.discard(dropped.group(1))
+        assert expected and expected.isdisjoint(valid_indexes())
+        drift = run_pgboss("drift", pgboss_settings.SCHEMA)["drift"]
+        assert drift["ok"] and {i["name"] for i in drift["building"]} == expected, drift
+
+        rows("UPDATE {s}.version SET bam_on = NULL")
+        built = run_pgboss("build", pgboss_settings.SCHEMA)
+
+        assert {e["status"] for e in built["entries"]} == {"completed"}, built
+        assert expected <= valid_indexes()
+        assert "job_common_i5" not in valid_indexes()
+        drift = run_pgboss("drift", pgboss_settings.SCHEMA)["drift"]
+        assert drift["ok"] and not drift["building"], drift

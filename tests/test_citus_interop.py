@@ -34,8 +34,7 @@ def distributed_tables_of_the_schema() -> list[str]:
 
 
 def test_the_suite_runs_on_a_citus_coordinator_in_the_citus_mode():
-    with connection.cursor() as cursor:
-        facts = read_citus_facts(cursor)
+    facts = read_citus_facts(boss.context)
     assert facts.extension is not None and facts.extension.startswith("13.")
     assert (facts.coordinator, facts.workers) == (True, 2)
     assert pgboss_settings.BACKEND == "citus"

@@ -17,9 +17,8 @@ from django.core import mail
 from django.db import transaction
 
 from django_pgboss import boss
-from django_pgboss.worker import registry
+from django_pgboss.worker import Worker, registry
 from django_pgboss.worker.registry import registrations
-from django_pgboss.worker.runner import Worker
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

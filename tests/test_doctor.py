@@ -17,6 +17,7 @@ from django_pgboss import boss
 from django_pgboss.checks import check_schema_installed
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import SCHEMA_VERSION, QueuePolicy
+from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.schema.catalog import read_catalog
 from django_pgboss.schema.manifest import MANIFEST_PATH, expected_catalog, manifest_from_catalog
@@ -24,8 +25,7 @@ from django_pgboss.schema.manifest import MANIFEST_PATH, expected_catalog, manif
 
 @pytest.mark.django_db
 def test_manifest_describes_the_schema_migrate_creates():
-    with connection.cursor() as cursor:
-        live = read_catalog(cursor, pgboss_settings.SCHEMA)
+    live = read_catalog(DatabaseContext(schema=pgboss_settings.SCHEMA))
     document = manifest_from_catalog(live, SCHEMA_VERSION)
     if os.environ.get("PGBOSS_WRITE_MANIFEST") == "1":
         MANIFEST_PATH.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -345,9 +345,10 @@ def test_claims_racing_edits_of_the_waiting_jobs_claim_each_job_once_and_lose_no
 
 @pytest.mark.parametrize("include_metadata", [False, True])
 def test_fetched_jobs_are_the_jobs_the_dataclass_builds_from_the_same_rows(queue, include_metadata):
-    # A fetch sets Job's slots directly (records.jobs_from_cursor); the Jobs must be those that
+    # A fetch sets Job's slots directly (records.jobs_from_table); the Jobs must be those that
     # Job(**fields) gives for the same rows, each with its own unset signal.
-    from django_pgboss.records import _job, job_fields, jobs_from_cursor
+    from django_pgboss.db.context import Table
+    from django_pgboss.records import _job, job_fields, jobs_from_table
     from tests.helpers import schema_sql
 
     boss.insert(queue, [{"data": {"n": 1}, "singleton_key": "k"}, {"data": [2]}])
@@ -358,8 +359,7 @@ def test_fetched_jobs_are_the_jobs_the_dataclass_builds_from_the_same_rows(queue
         cursor.execute(f"SELECT * FROM {schema_sql()}.job WHERE name = %s ORDER BY created_on, id", [queue])
         columns = [column[0] for column in cursor.description]
         records = cursor.fetchall()
-        cursor.execute(f"SELECT * FROM {schema_sql()}.job WHERE name = %s ORDER BY created_on, id", [queue])
-        built = jobs_from_cursor(cursor)
+    built = jobs_from_table(Table(tuple(columns), records))
     expected = [_job(row, job_fields(columns)) for row in records]
     assert built == expected
     assert {job.id for job in fetched} == {job.id for job in built}

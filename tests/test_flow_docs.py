@@ -8,10 +8,9 @@ import sys
 import pytest
 
 from django_pgboss import boss
-from django_pgboss.monitor.runner import Monitor
-from django_pgboss.worker import registry
+from django_pgboss.monitor import Monitor
+from django_pgboss.worker import Worker, registry
 from django_pgboss.worker.registry import registrations
-from django_pgboss.worker.runner import Worker
 from tests.test_docs import marked_blocks, run_block
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,7 +15,7 @@ import pytest
 
 from django_pgboss import DependencyRef, boss
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.monitor.runner import Monitor
+from django_pgboss.monitor import Monitor
 from tests.conftest import _node_dir, database_url, pgboss_schema_option
 from tests.helpers import job_row
 

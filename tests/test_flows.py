@@ -22,7 +22,7 @@ from django_pgboss import (
 )
 from django_pgboss.api.boss import Boss
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.monitor.runner import Monitor
+from django_pgboss.monitor import Monitor
 from django_pgboss.plans import flows as flow_plans
 from tests.helpers import job_row, pgboss_settings_with, rows
 

@@ -12,8 +12,8 @@ from django.test import override_settings
 
 from django_pgboss import boss
 from django_pgboss.api.jobs import JobStore
+from django_pgboss.worker import Worker
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,8 +18,8 @@ from django_pgboss import boss, signals
 from django_pgboss.api.indexes import bloated_indexes
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_identifier
+from django_pgboss.monitor import Monitor
 from django_pgboss.monitor.health import Health
-from django_pgboss.monitor.runner import Monitor
 from django_pgboss.records import PassReport
 from tests.conftest import database_url
 

@@ -15,8 +15,8 @@ from django.test.utils import CaptureQueriesContext
 
 from django_pgboss import JobResult, boss
 from django_pgboss.exceptions import InvalidOption
+from django_pgboss.worker.engine import MAX_GRACE_SECONDS, Worker
 from django_pgboss.worker.registry import MAX_INTERVAL_SECONDS, Registration, validated
-from django_pgboss.worker.runner import MAX_GRACE_SECONDS, Worker
 from tests.helpers import job_row
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,5 @@
 """The monitor's wait and run histograms, blocked and retained counts (pg-boss 12.38's schema 46).
+The arithmetic on the histograms, without a database, is tests/unit/test_latency.py's.
 
 The tests on one connection run on a TestClock (django_pgboss.testing), so a job waits and runs
 exactly as long as the test advances the clock. The comparison with pg-boss's own monitor commits
@@ -7,14 +8,12 @@ for real (pg-boss connects on its own) and stamps the jobs with SQL instead.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.exceptions import InvalidOption
-from django_pgboss.latency import LATENCY_SLOTS, add_bins, percentile, slot_upper_bounds
+from django_pgboss.latency import LATENCY_SLOTS, percentile
 from django_pgboss.records import Percentile
 from tests.helpers import rows
 
@@ -27,40 +26,6 @@ def slots(**counts: int) -> list[int]:
     for name, n in counts.items():
         bins[int(name.removeprefix("slot_"))] = n
     return bins
-
-
-# -- the arithmetic (pure) -------------------------------------------------------------------------
-
-
-def test_a_percentile_is_read_within_its_slot_on_the_log_scale():
-    # Slot 16 covers 10 ms·√2^15 to 10 ms·√2^16 (1.81 s to 2.56 s); half its jobs are half way in.
-    bins = slots(slot_16=4)
-    assert percentile(bins, 50) == pytest.approx(0.01 * math.sqrt(2) ** 15.5)
-    assert percentile(bins, 100) == pytest.approx(0.01 * math.sqrt(2) ** 16)
-
-
-def test_the_first_and_last_slots_have_one_edge_each():
-    assert percentile(slots(slot_0=3), 99) == 0.01  # only known to be under 10 ms
-    last = LATENCY_SLOTS - 1
-    assert percentile(slots(**{f"slot_{last}": 1}), 50) == pytest.approx(0.01 * math.sqrt(2) ** (last - 1))
-
-
-def test_an_empty_or_missing_histogram_has_no_percentile():
-    assert percentile(None, 50) is None
-    assert percentile([0] * LATENCY_SLOTS, 50) is None
-
-
-def test_histograms_add_slot_by_slot():
-    assert add_bins(slots(slot_1=1), slots(slot_1=2, slot_3=1)) == slots(slot_1=3, slot_3=1)
-    assert add_bins(None, slots(slot_2=1)) == slots(slot_2=1)
-    assert add_bins(None, None) is None
-
-
-def test_the_slot_bounds_end_with_infinity():
-    bounds = slot_upper_bounds()
-    assert len(bounds) == LATENCY_SLOTS
-    assert bounds[0] == 0.01 and bounds[-1] == math.inf
-    assert bounds[16] == pytest.approx(0.01 * math.sqrt(2) ** 16)
 
 
 # -- the monitor ------------------------------------------------------------------------------------
@@ -282,3 +247,76 @@ def test_a_python_and_a_node_monitor_give_the_same_bins_and_counts(run_pgboss):
         (e["p"], pytest.approx(e["waitSeconds"]), pytest.approx(e["runSeconds"]))
         for e in their_point["percentiles"]
     ]
+
+
+def stage_late_flow(name: str) -> tuple[str, str]:
+    """A flow of ``name`` sent an hour ago whose parent completed ten minutes ago and whose child
+    is still blocked (no flow pass has run since); returns the parent's and the child's ids."""
+    boss.create_queue(name, retry_limit=0)
+    ids = boss.flow([{"ref": "p", "name": name}, {"ref": "c", "name": name, "depends_on": ["p"]}])
+    (parent,) = boss.fetch(name)
+    assert parent.id == ids["p"] and boss.complete(name, parent) == 1
+    rows(
+        "UPDATE {s}.job SET created_on = now() - interval '1 hour', start_after = now() - interval '1 hour' "
+        "WHERE name = %s",
+        [name],
+    )
+    rows(
+        "UPDATE {s}.job SET started_on = now() - interval '11 minutes', completed_on = now() - interval '10 minutes' "
+        "WHERE name = %s AND id = %s",
+        [name, ids["p"]],
+    )
+    return ids["p"], ids["c"]
+
+
+def worked_from_its_start_after(name: str, child: str) -> None:
+    """The child of ``name`` completed as if fetched 2 s after its start_after and run 1 s, all of
+    its moments a minute earlier (so that they are past), then a counting window that opened five
+    minutes ago, so one pass counts it."""
+    rows(
+        "UPDATE {s}.job SET state = 'completed', created_on = created_on - interval '1 minute', "
+        "start_after = start_after - interval '1 minute', "
+        "started_on = start_after - interval '1 minute' + interval '2 seconds', "
+        "completed_on = start_after - interval '1 minute' + interval '3 seconds' WHERE name = %s AND id = %s",
+        [name, child],
+    )
+    rows(
+        "UPDATE {s}.queue SET delta_on = now() - interval '5 minutes', monitor_on = NULL, "
+        "monitor_claim_on = NULL, maintain_on = NULL WHERE name = %s",
+        [name],
+    )
+
+
+@pytest.mark.node
+@pytest.mark.django_db(transaction=True)
+def test_a_flow_child_released_late_waits_from_its_release_as_in_pg_boss(run_pgboss):
+    _, ours = stage_late_flow("ours")
+    _, theirs = stage_late_flow("theirs")
+    (before,) = rows("SELECT now()")[0]
+
+    assert boss.resolve_flow(["ours"]) == 1
+    run_pgboss("resolve", pgboss_settings.SCHEMA)
+
+    # Released by either resolver, the child is ready, and its start_after is the release: not the
+    # hour-old moment it was sent.
+    released = dict(
+        rows(
+            "SELECT name, start_after >= %s FROM {s}.job WHERE (name, id) IN (('ours', %s), ('theirs', %s)) "
+            "AND NOT blocked AND state = 'created'",
+            [before, ours, theirs],
+        )
+    )
+    assert released == {"ours": True, "theirs": True}
+    worked_from_its_start_after("ours", ours)
+    worked_from_its_start_after("theirs", theirs)
+
+    boss.supervise(["ours"])
+    node = run_pgboss("supervise", pgboss_settings.SCHEMA, "theirs")["queue"]
+
+    # The child waited 2 s, counted from its release, not an hour from when the flow was sent: the
+    # same slot in both monitors' bins (the parent completed before the counting window).
+    mine = boss.get_queue("ours")
+    assert mine.wait_bins == node["waitBins"] and mine.run_bins == node["runBins"]
+    assert sum(mine.wait_bins) == 1
+    (p50,) = boss.get_queue_stats("ours", percentiles=[50])[0].percentiles
+    assert 1 < p50.wait_seconds < 4

@@ -24,10 +24,10 @@ from django_pgboss.api.boss import Boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.exceptions import InvalidOption
+from django_pgboss.worker import Worker
 from django_pgboss.worker.listen_connection import ListenConnection, ListenerSettings, ListenerStalled
 from django_pgboss.worker.listener import NotifyListener
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 from tests.helpers import pgboss_settings_with
 from tests.processes import wait_for
 from tests.tcp_proxy import StallingProxy

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from django_pgboss import boss
+from django_pgboss.worker import Worker
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 from tests.test_docs import marked_blocks
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -16,9 +16,8 @@ import pytest
 from django.conf import settings
 
 from django_pgboss import boss
-from django_pgboss.worker import registry
+from django_pgboss.worker import Worker, registry
 from django_pgboss.worker.registry import registrations
-from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row
 
 REPO = Path(__file__).resolve().parents[1]

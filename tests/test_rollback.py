@@ -27,6 +27,7 @@ from django.test import override_settings
 
 from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.operations import ROLLBACK_STEPS, SQL_DIR, render_sql
 from django_pgboss.schema.catalog import read_catalog
@@ -81,8 +82,7 @@ def version_of(schema: str) -> list[tuple]:
 def comparable(schema: str):
     """The catalog of ``schema``, function bodies with their whitespace folded (the drift check's
     comparison: pg-boss indents its bodies otherwise)."""
-    with connection.cursor() as cursor:
-        catalog = read_catalog(cursor, schema)
+    catalog = read_catalog(DatabaseContext(schema=schema))
     catalog.functions = {
         name: sorted((replace(f, body=re.sub(r"\s+", " ", f.body).strip()) for f in overloads), key=repr)
         for name, overloads in catalog.functions.items()

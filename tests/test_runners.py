@@ -18,8 +18,8 @@ from django_pgboss import Boss, InvalidOption, InvalidQueueName, QueueNotFound, 
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.monitor import Monitor, Timekeeper
+from django_pgboss.worker import Worker
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row, rows
 
 #: The plumbing Boss used to lend the monitor, the worker and the timekeeper; it lives on the

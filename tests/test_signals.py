@@ -10,7 +10,7 @@ import pytest
 
 from django_pgboss import boss, signals
 from django_pgboss.api.boss import Boss
-from django_pgboss.monitor.runner import Monitor
+from django_pgboss.monitor import Monitor
 from tests.helpers import pgboss_settings_with, rows
 
 pytestmark = [pytest.mark.django_db, pytest.mark.queue(retry_limit=0)]

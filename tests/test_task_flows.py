@@ -10,7 +10,7 @@ import pytest
 from django.db import transaction
 
 from django_pgboss import FlowCycle, UnknownFlowRef, boss
-from django_pgboss.monitor.runner import Monitor
+from django_pgboss.monitor import Monitor
 from django_pgboss.tasks.compat import SOURCE, TaskResultStatus, task_backends, task_enqueued
 from django_pgboss.tasks.flows import TaskStep, enqueue_flow
 from tests.helpers import count_jobs, job_row

@@ -48,7 +48,7 @@ from django_pgboss.tasks.compat import (
     task_started,
 )
 from django_pgboss.tasks.registrations import task_registrations
-from django_pgboss.worker.runner import Worker
+from django_pgboss.worker import Worker
 from tests.conftest import database_url
 from tests.helpers import count_jobs, install_schema, job_row, rows, schema_sql, uninstall_schema
 from tests.processes import run_worker, wait_for

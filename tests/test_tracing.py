@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from django_pgboss import boss
-from django_pgboss.monitor.runner import Monitor
+from django_pgboss.monitor import Monitor
 from django_pgboss.observability import tracing
 from tests.helpers import HANDLER_KINDS, handler_of
 from tests.processes import REPO, worker_env
@@ -160,8 +160,8 @@ def test_without_opentelemetry_installed_sending_works_and_nothing_is_traced():
 
 
 def run_burst(queue: str, handler, **options) -> None:
+    from django_pgboss.worker import Worker
     from django_pgboss.worker.registry import Registration
-    from django_pgboss.worker.runner import Worker
 
     Worker([Registration(queue, handler, polling_interval_seconds=0.1, **options)], burst=True).run()
 

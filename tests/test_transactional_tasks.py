@@ -9,10 +9,10 @@ import threading
 import pytest
 
 from django_pgboss import boss
+from django_pgboss.tasks.attempt_history import META_KEY
 from django_pgboss.tasks.backend import WORKER_ID
 from django_pgboss.tasks.compat import TaskResultStatus, task_backends
-from django_pgboss.tasks.history import META_KEY
-from django_pgboss.worker.runner import Worker
+from django_pgboss.worker import Worker
 from tests.helpers import job_row, rows
 from tests.processes import wait_for
 from tests.taskapp import tasks

@@ -12,6 +12,8 @@ import io
 import json
 import os
 import subprocess
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,8 +28,9 @@ from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.exceptions import SchemaError
+from django_pgboss.monitor import Monitor
 from django_pgboss.monitor.bam import BamRunner
-from django_pgboss.operations import SQL_DIR, UPGRADE_STEPS
+from django_pgboss.operations import BAM_BUILD_STEPS, SQL_DIR, UPGRADE_STEPS
 from tests.conftest import database_url, pgboss_schema_option
 
 pytestmark = [pytest.mark.node, pytest.mark.django_db(transaction=True)]
@@ -152,13 +155,24 @@ def empty_database():
 def test_every_upgrade_step_has_its_file_and_the_chain_reaches_46():
     assert sorted(UPGRADE_STEPS) == list(range(25, 43))
     on_disk = {p.relative_to(SQL_DIR).as_posix() for p in (SQL_DIR / "upgrade").glob("v*.sql")}
-    # Migration 0001 runs the steps to 43, migrations 0005 to 0007 the three after it.
-    assert on_disk == set(UPGRADE_STEPS.values()) | {f"upgrade/v{v}_to_v{v + 1}.sql" for v in (43, 44, 45)}
-    for version in range(25, 46):
-        assert (
-            f"SET version = {version + 1};"
-            in (SQL_DIR / f"upgrade/v{version}_to_v{version + 1}.sql").read_text()
-        )
+    # Migration 0001 runs the steps to 43, migrations 0005 to 0007 the three after it. The released
+    # steps that built their indexes in the migration stay on disk, frozen, out of the chain: each
+    # has its successor, which queues them in bam.
+    replaced = {f"upgrade/v{v}_to_v{v + 1}.sql" for v in BAM_BUILD_STEPS}
+    assert (
+        on_disk
+        == set(UPGRADE_STEPS.values()) | {f"upgrade/v{v}_to_v{v + 1}.sql" for v in (43, 44, 45)} | replaced
+    )
+    assert {UPGRADE_STEPS[v] for v in BAM_BUILD_STEPS} == {
+        f"upgrade/v{v}_to_v{v + 1}.bam.sql" for v in BAM_BUILD_STEPS
+    }
+    chain = [*UPGRADE_STEPS.values(), *(f"upgrade/v{v}_to_v{v + 1}.sql" for v in (43, 44, 45))]
+    for version, step in zip(range(25, 46), chain, strict=True):
+        text = (SQL_DIR / step).read_text()
+        assert f"SET version = {version + 1};" in text
+        # No step of the chain builds a job table's index in the migration's transaction, save on a
+        # table that holds no row (and job_i6, built before bam exists, as pg-boss builds it).
+        assert "job_table_run($cmd$CREATE" not in text
 
 
 @pytest.mark.parametrize("release", list(RELEASES))
@@ -270,3 +284,151 @@ def refuse_older_than_25() -> None:
         r"migrates: upgrade it with pg-boss 10 and 11 first; nothing was changed.",
     ):
         call_command("migrate", "pgboss", verbosity=0)
+
+
+#: Jobs of schema 31's own shape, in bulk: enough for each index build to take a moment.
+FILL_SQL = """
+INSERT INTO {s}.job (name, data, policy, created_on, start_after, keep_until)
+SELECT %s, jsonb_build_object('n', n), 'standard', now(), now(), now() + interval '14 days'
+FROM generate_series(1, %s) AS n
+"""
+
+
+def valid_indexes_of(table: str) -> set[str]:
+    """The suffixes (``i4``, ``pkey`` ...) of ``table``'s valid indexes."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE i.indrelid = to_regclass(%s) AND i.indisvalid",
+            [f"{q()}.{quote_identifier(table)}"],
+        )
+        return {name[len(table) + 1 :] for (name,) in cursor.fetchall()}
+
+
+def test_an_old_populated_schema_is_upgraded_without_a_build_and_jobs_flow_while_bam_builds(
+    empty_database, run_pgboss
+):
+    """From schema 31 (pg-boss 12.20), whose job tables hold jobs: migrate builds none of the
+    indexes of versions 33 to 46 (each would hold its table's writes for the whole build), bam
+    holds them, and the monitor builds them while django_pgboss sends and works both tables."""
+    with schema_for("12.20.0"):
+        run_legacy("12.20.0")
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT table_name FROM {q()}.queue WHERE name = 'legacy-own'")
+            (own,) = cursor.fetchone()
+            for queue in ("legacy-shared", "legacy-own"):
+                cursor.execute(FILL_SQL.replace("{s}", q()), [queue, 5_000])
+        before = {table: valid_indexes_of(table) for table in ("job_common", own)}
+        assert "i5" in before["job_common"] and "i9" not in before["job_common"]
+
+        call_command("migrate", "pgboss", verbosity=0)
+
+        # Nothing was built (nor job_i5 dropped) in the migration: bam holds every build, from
+        # version 33's on.
+        assert {table: valid_indexes_of(table) for table in ("job_common", own)} == before
+        queued = {(e.version, e.name, e.table) for e in boss.get_bam_entries()}
+        assert {v for v, _, _ in queued} == {33, 38, 40, 43, 45, 46}
+        assert {t for _, _, t in queued} == {"job_common", own, job_table_of("legacy-fifo")}
+
+        stop = threading.Event()
+        building = threading.Event()
+        errors: list[BaseException] = []
+        worked: list[int] = []
+
+        def keep_working() -> None:
+            try:
+                while not stop.is_set():
+                    for queue in ("legacy-shared", "legacy-own"):
+                        boss.send(queue, {"by": "writer"})
+                        done = boss.complete(queue, boss.fetch(queue, batch_size=5))
+                        if building.is_set():
+                            worked.append(done)
+            except BaseException as exc:  # any failure of the writer fails the test
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        writer = threading.Thread(target=keep_working)
+        writer.start()
+        try:
+            building.set()
+            report = Monitor(cron=False).build_indexes(gated=False)
+            building.clear()
+        finally:
+            stop.set()
+            writer.join(timeout=60)
+
+        assert errors == [] and worked and sum(worked) > 0
+        assert report.failed == {} and set(report.completed) == {(n, t) for _, n, t in queued}
+        for table in ("job_common", own):
+            assert {"i9", "i11", "i12", "i13", "i14", "i15", "i16", "i17"} <= valid_indexes_of(table)
+            assert "i5" not in valid_indexes_of(table)
+        drift = run_pgboss("drift", pgboss_settings.SCHEMA)["drift"]
+        assert drift["ok"] and not drift["building"], json.dumps(drift, indent=2)
+        doctor = io.StringIO()
+        call_command("pgboss_doctor", stdout=doctor)
+        assert "OK: no drift." in doctor.getvalue() and "still being built" not in doctor.getvalue()
+
+
+def job_table_of(queue: str) -> str:
+    """The job table of ``queue``."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT table_name FROM {q()}.queue WHERE name = %s", [queue])
+        return cursor.fetchone()[0]
+
+
+def test_an_upgrade_from_an_old_schema_never_deadlocks_with_a_send(empty_database):
+    """A send holds its job table, then locks its queue's row (the foreign key): migration 0001's
+    steps from an older schema alter the queue table, then the job table, so had they taken the
+    locks one statement at a time, the send and the migration would each wait for the other until
+    PostgreSQL failed one. The migration takes the tables at once, retried, so the send goes first."""
+    import psycopg
+
+    from tests.conftest import database_url
+
+    with schema_for("12.20.0"):
+        run_legacy("12.20.0")
+        schema = q()
+        outcome: list = []
+
+        def migrate() -> None:
+            try:
+                call_command("migrate", "pgboss", verbosity=0)
+                outcome.append("migrated")
+            except BaseException as exc:  # reported below: a thread's exception is otherwise lost
+                outcome.append(exc)
+            finally:
+                connection.close()
+
+        with (
+            psycopg.connect(database_url()) as sender,
+            psycopg.connect(database_url(), autocommit=True) as observer,
+        ):
+            # The send's first lock: its job table, as its INSERT takes it.
+            sender.execute(f"LOCK TABLE {schema}.job_common IN ROW EXCLUSIVE MODE")
+            migration = threading.Thread(target=migrate)
+            migration.start()
+            deadline = time.monotonic() + 30
+            waiting = 0
+            while not waiting and time.monotonic() < deadline:
+                time.sleep(0.02)
+                (waiting,) = observer.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND pid <> %s",
+                    [sender.info.backend_pid],
+                ).fetchone()
+            assert waiting, "the migration never waited for the send's table"
+            # Then the rest of the send: the row, whose foreign key locks the queue's row.
+            sender.execute(
+                f"INSERT INTO {schema}.job_common (name, data, policy, start_after, keep_until) "
+                "VALUES ('legacy-shared', '{\"n\": 99}', 'standard', now(), now() + interval '1 day')"
+            )
+            sender.commit()
+        migration.join(timeout=120)
+
+        assert outcome == ["migrated"]
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT version FROM {q()}.version")
+            assert cursor.fetchone() == (46,)
+            cursor.execute(f"SELECT count(*) FROM {q()}.job WHERE data->>'n' = '99'")
+            assert cursor.fetchone() == (1,)

@@ -23,6 +23,7 @@ from django.db import connection
 
 from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.db.context import DatabaseContext
 from django_pgboss.monitor import Monitor
 from django_pgboss.schema.state import read_state
 from tests.conftest import database_url, pgboss_schema_option
@@ -68,8 +69,7 @@ def version() -> int:
 
 
 def state():
-    with connection.cursor() as cursor:
-        return read_state(cursor, pgboss_settings.SCHEMA)
+    return read_state(DatabaseContext(schema=pgboss_settings.SCHEMA))
 
 
 def doctor() -> str:

@@ -14,8 +14,8 @@ import pytest
 from django.db import connection
 
 from django_pgboss import boss
+from django_pgboss.worker import Worker
 from django_pgboss.worker.registry import Registration, registrations
-from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row, rows
 from tests.processes import REPO, in_process, run_monitor, run_worker, start_monitor, start_worker, wait_for
 
@@ -368,7 +368,7 @@ def test_a_handler_threads_connection_is_closed_after_each_job_as_conn_max_age_s
 ):
     # Django's request rule: after each unit of work close the connection if it is past
     # CONN_MAX_AGE (0: at once) or unusable; the worker's handler threads keep it (their own
-    # lookup of the thread's connections, worker/core.py), so one thread's three jobs use three
+    # lookup of the thread's connections, worker/state.py), so one thread's three jobs use three
     # backends under CONN_MAX_AGE = 0 and one under a longer age.
     from django.db import connections
 

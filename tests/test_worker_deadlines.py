@@ -15,9 +15,9 @@ from django_pgboss import JobCancelled, JobResult, boss, signals
 from django_pgboss.cancellation import JobSignal
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.exceptions import InvalidOption
+from django_pgboss.worker import Worker
 from django_pgboss.worker.deadlines import EXIT_ABANDONED_THREADS
 from django_pgboss.worker.registry import Registration, validated
-from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row, rows
 from tests.processes import run_worker, start_worker, wait_for
 from tests.test_worker import _peek_stderr, _stderr_seen, marker_lines

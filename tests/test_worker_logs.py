@@ -10,8 +10,8 @@ import pytest
 
 from django_pgboss import boss
 from django_pgboss.tasks.compat import task_backends
+from django_pgboss.worker import Worker
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 from tests.processes import run_worker
 from tests.taskapp import tasks
 

@@ -14,8 +14,8 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from django_pgboss import boss
 from django_pgboss.observability.metrics import WorkerMetrics
+from django_pgboss.worker import Worker
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 from tests.helpers import HANDLER_KINDS, handler_of
 from tests.processes import run_worker, start_worker, wait_for
 from tests.test_metrics import free_port, samples, scrape, value

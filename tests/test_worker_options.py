@@ -10,8 +10,8 @@ import pytest
 
 from django_pgboss import boss
 from django_pgboss.exceptions import InvalidOption
+from django_pgboss.worker import Worker
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row, rows
 from tests.processes import wait_for
 

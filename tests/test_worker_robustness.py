@@ -12,8 +12,9 @@ import time
 import pytest
 
 from django_pgboss import boss
+from django_pgboss.worker import Worker
+from django_pgboss.worker.handlers import HandlerPool
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 from tests.helpers import job_row, rows
 from tests.processes import run_worker, start_worker, wait_for
 from tests.test_worker import states
@@ -135,17 +136,17 @@ def test_a_handler_that_exits_interrupts_or_returns_a_deep_structure_fails_its_j
 def test_a_handler_thread_that_dies_anyway_is_replaced_and_a_stop_does_not_wait_for_it(monkeypatch, caplog):
     boss.create_queue("mortal", retry_limit=1)
     first = boss.send("mortal", {"n": 0})
-    original = Worker._run_handler
+    original = HandlerPool._run_unit
     died = []
 
-    def dying(self, name, jobs):
+    def dying(self, state, unit):
         if not died:
-            died.append(jobs[0].id)
+            died.append(unit.jobs[0].id)
             # Raised outside the handler's own guard, as a bug in the loop itself would be.
             raise SystemExit("the loop itself broke")
-        return original(self, name, jobs)
+        return original(self, state, unit)
 
-    monkeypatch.setattr(Worker, "_run_handler", dying)
+    monkeypatch.setattr(HandlerPool, "_run_unit", dying)
     registration = Registration("mortal", lambda job: {"n": job.data["n"]}, polling_interval_seconds=0.1)
     worker = Worker([registration], grace_seconds=30)
     with caplog.at_level(logging.WARNING, logger="django_pgboss.worker"):

@@ -12,9 +12,10 @@ import threading
 import pytest
 
 from django_pgboss import boss, signals
-from django_pgboss.monitor.runner import Monitor
+from django_pgboss.monitor import Monitor
+from django_pgboss.worker import Worker
+from django_pgboss.worker.handlers import HandlerPool
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 from tests.helpers import HANDLER_KINDS, handler_of, job_row, rows
 from tests.processes import run_worker, wait_for
 from tests.test_signals import raising, received
@@ -154,16 +155,16 @@ def test_a_database_error_in_the_worker_is_error_raised_and_the_worker_carries_o
 def test_a_handler_thread_that_dies_is_error_raised(monkeypatch):
     boss.create_queue("mortal", retry_limit=1)
     first = boss.send("mortal", {"n": 0})
-    original = Worker._run_handler
+    original = HandlerPool._run_unit
     died: list[str] = []
 
-    def dying(self, name, jobs):
+    def dying(self, state, unit):
         if not died:
-            died.append(jobs[0].id)
+            died.append(unit.jobs[0].id)
             raise SystemExit("the loop itself broke")
-        return original(self, name, jobs)
+        return original(self, state, unit)
 
-    monkeypatch.setattr(Worker, "_run_handler", dying)
+    monkeypatch.setattr(HandlerPool, "_run_unit", dying)
     worker = Worker([Registration("mortal", lambda job: job.data, polling_interval_seconds=0.1)])
     with received(signals.error_raised) as errors:
         thread = threading.Thread(target=worker.run, daemon=True)

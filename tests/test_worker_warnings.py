@@ -15,9 +15,9 @@ from django.db import connection
 from django.dispatch import receiver
 
 from django_pgboss import boss, signals
+from django_pgboss.worker import Worker
 from django_pgboss.worker.overruns import HandlerOverruns
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.runner import Worker
 from tests.processes import REPO, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -177,7 +177,7 @@ _COLLECT = (
 def test_a_worker_whose_database_does_not_answer_raises_start_retry_once():
     result = _without_a_database(
         _COLLECT + "from django_pgboss.worker.registry import Registration\n"
-        "from django_pgboss.worker.runner import Worker\n"
+        "from django_pgboss.worker import Worker\n"
         "worker = Worker([Registration('q', lambda job: None)])\n"
         "target.append(worker)\n"
         "worker.run()\n"
@@ -194,7 +194,7 @@ def test_a_worker_whose_database_does_not_answer_raises_start_retry_once():
 def test_a_monitor_whose_first_pass_fails_raises_start_retry_once():
     result = _without_a_database(
         _COLLECT + "import threading\n"
-        "from django_pgboss.monitor.runner import Monitor\n"
+        "from django_pgboss.monitor import Monitor\n"
         "monitor = Monitor(cron=False)\n"
         "target.append(monitor)\n"
         "monitor.run()\n"

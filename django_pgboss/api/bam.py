@@ -1,7 +1,7 @@
 """The background index builds of ``bam``, as read back (boss.get_bam_status(), get_bam_entries()).
 
 pg-boss's migrations queue ``CREATE INDEX CONCURRENTLY`` commands there; the monitor's bam pass
-(monitor/bam.py) builds them. These are pg-boss 12.35's getBamStatus() and getBamEntries(), with
+(monitor/bam.py) builds them. These are pg-boss 12.38's getBamStatus() and getBamEntries(), with
 the fields in snake_case.
 """
 
@@ -46,13 +46,10 @@ class BamEntry:
 
 def bam_status(context: DatabaseContext) -> list[BamStatus]:
     """One BamStatus per status present, by status."""
-    with context.cursor() as cursor:
-        cursor.execute(plans.bam_status(context.quoted_schema))
-        return [BamStatus(*row) for row in cursor.fetchall()]
+    return [BamStatus(*row) for row in context.all(plans.bam_status(context.quoted_schema))]
 
 
 def bam_entries(context: DatabaseContext) -> list[BamEntry]:
-    """Every command, by version and then in the order it was queued."""
-    with context.cursor() as cursor:
-        cursor.execute(plans.bam_entries(context.quoted_schema))
-        return [BamEntry(*row) for row in cursor.fetchall()]
+    """Every command, by version and then in the order it was queued (the order the bam pass runs
+    a table's commands of one migration in)."""
+    return [BamEntry(*row) for row in context.all(plans.bam_entries(context.quoted_schema))]

@@ -5,7 +5,7 @@ Every statement runs on Django's connection for the configured alias, so a ``sen
 documents the API and hands each call to the object that owns it, each over one
 :class:`~django_pgboss.db.context.DatabaseContext` (the alias, the schema and the queue-route
 cache): queues (api/queues.py), sending (api/sending.py), fetching, settling and reading jobs
-(api/jobs.py), events (api/events.py), schedules (api/schedules.py), dead letters
+(api/jobs.py), publish and subscribe (api/pubsub.py), schedules (api/schedules.py), dead letters
 (api/deadletters.py) and the monitor's pass (monitor/supervisor.py). Boss holds no SQL and no
 plumbing of its own.
 """
@@ -22,11 +22,11 @@ from django_pgboss.api.bam import BamEntry, BamStatus, bam_entries, bam_status
 from django_pgboss.api.deadletters import DeadLetters, RedrivePreview, RedriveResult
 from django_pgboss.api.editing import PURGE_BATCH_SIZE, JobEditor
 from django_pgboss.api.event_loop import public_methods, refuse_in_event_loop
-from django_pgboss.api.events import EventStore
 from django_pgboss.api.flows import FlowGraph, FlowJob, FlowStore, RelatedJob
 from django_pgboss.api.indexes import reindex_commands
 from django_pgboss.api.instances import InstanceStore
 from django_pgboss.api.jobs import JobStore
+from django_pgboss.api.pubsub import EventStore
 from django_pgboss.api.queues import QueueStore
 from django_pgboss.api.schedules import Schedule, ScheduleStore
 from django_pgboss.api.sending import JobSender

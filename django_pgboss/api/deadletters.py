@@ -28,7 +28,7 @@ from django_pgboss.exceptions import (
 )
 from django_pgboss.plans import queues as queue_plans
 from django_pgboss.plans import redrive as redrive_plans
-from django_pgboss.records import Job, jobs_from_cursor
+from django_pgboss.records import Job, jobs_from_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +104,7 @@ class DeadLetters:
             dlq_name, destination, source_name, data, created_before, ids, limit=limit
         )
         table = self._dead_letter_table(dlq_name, destination)
-        with self.context.cursor() as cursor:
-            cursor.execute(redrive_plans.redrive(self.context.quoted_schema, table), params)
-            taken = cursor.fetchall()
+        taken = self.context.all(redrive_plans.redrive(self.context.quoted_schema, table), params)
         moved = tuple((str(old), str(new)) for old, new, _ in taken if new is not None)
         conflicted = tuple(str(old) for old, new, refused in taken if new is None and refused)
         waiting = tuple(str(old) for old, new, refused in taken if new is None and not refused)
@@ -128,9 +126,7 @@ class DeadLetters:
         params = self._redrive_params(dlq_name, destination, source_name, data, created_before, ids)
         params["limit"] = page
         table = self._dead_letter_table(dlq_name, destination)
-        with self.context.cursor() as cursor:
-            cursor.execute(redrive_plans.preview_redrive(self.context.quoted_schema, table), params)
-            rows = cursor.fetchall()
+        rows = self.context.all(redrive_plans.preview_redrive(self.context.quoted_schema, table), params)
         destinations = [RedriveDestination(name, count) for name, routable, count in rows if routable]
         destinations.sort(key=lambda d: (-d.count, d.name))
         unroutable = sum(count for _, routable, count in rows if not routable)
@@ -146,9 +142,11 @@ class DeadLetters:
         if name is not None:
             validate_queue_name(name)
         (canonical,), _ = attempt_references(job_id, "get_lineage")
-        with self.context.cursor() as cursor:
-            cursor.execute(redrive_plans.lineage(self.context.quoted_schema), {"id": canonical, "name": name})
-            candidates = jobs_from_cursor(cursor)
+        candidates = jobs_from_table(
+            self.context.table(
+                redrive_plans.lineage(self.context.quoted_schema), {"id": canonical, "name": name}
+            )
+        )
         holders = sorted({job.name for job in candidates if job.id == canonical})
         if name is None and len(holders) > 1:
             raise InvalidJobReference(
@@ -212,24 +210,19 @@ class DeadLetters:
         Read fresh rather than from Boss's route cache: a redrive is rare, and reading the table of
         a queue since re-created with a partition of its own would find nothing to move.
         """
-        with self.context.cursor() as cursor:
-            cursor.execute(queue_plans.get_queue_routing(self.context.quoted_schema), {"name": dlq_name})
-            row = cursor.fetchone()
-            if row is None:
-                raise QueueNotFound(f"dead-letter queue {dlq_name!r} does not exist")
-            table = quote_job_table(row[0])
-            cursor.execute(
-                redrive_plans.is_dead_letter_queue(self.context.quoted_schema, table), {"name": dlq_name}
+        context = self.context
+        row = context.one_or_none(queue_plans.get_queue_routing(context.quoted_schema), {"name": dlq_name})
+        if row is None:
+            raise QueueNotFound(f"dead-letter queue {dlq_name!r} does not exist")
+        table = quote_job_table(row[0])
+        (is_dead_letter,) = context.one(
+            redrive_plans.is_dead_letter_queue(context.quoted_schema, table), {"name": dlq_name}
+        )
+        if not is_dead_letter:
+            raise NotADeadLetterQueue(
+                f"queue {dlq_name!r} is not a dead-letter queue: no queue has it as its "
+                "dead_letter and it holds no dead-letter copies"
             )
-            if not cursor.fetchone()[0]:
-                raise NotADeadLetterQueue(
-                    f"queue {dlq_name!r} is not a dead-letter queue: no queue has it as its "
-                    "dead_letter and it holds no dead-letter copies"
-                )
-            if destination is not None:
-                cursor.execute(
-                    queue_plans.get_queue_routing(self.context.quoted_schema), {"name": destination}
-                )
-                if cursor.fetchone() is None:
-                    raise QueueNotFound(f"destination queue {destination!r} does not exist")
+        if destination is not None and not context.queue_exists(destination):
+            raise QueueNotFound(f"destination queue {destination!r} does not exist")
         return table

@@ -58,8 +58,7 @@ class JobEditor:
         values = edit_options("update()", options)
         data_json = to_json(data, "job data") if data is not UNSET else UNSET
         if values.get("dead_letter") is not None:
-            with self.context.cursor() as cursor:
-                require_dead_letter(self.context, cursor, values["dead_letter"])
+            require_dead_letter(self.context, values["dead_letter"])
         ids = self._edit(name, by, target, match, data_json, values)
         return UpdateResult(jobs=ids, updated=len(ids))
 
@@ -87,17 +86,15 @@ class JobEditor:
         route = context.route(name)
         with context.atomic():
             if values.get("dead_letter") is not None:
-                with context.cursor() as cursor:
-                    require_dead_letter(context, cursor, values["dead_letter"])
+                require_dead_letter(context, values["dead_letter"])
             if not self._upsert_index_ready(route.table):
                 # job_i13 is still being built on this table (bam, after an upgrade from schema
                 # 44): pg-boss 12.38 upserts unguarded then, and so do Node's upserts here, but two
                 # of ours racing for a key are kept apart as before schema 45, on a lock held until
                 # the transaction ends (the next upsert of the key then sees this one's job).
-                with context.cursor() as cursor:
-                    cursor.execute(
-                        edit_plans.upsert_lock(), {"lock_key": context.lock_key(f"upsert:{name}:{key}")}
-                    )
+                context.execute(
+                    edit_plans.upsert_lock(), {"lock_key": context.lock_key(f"upsert:{name}:{key}")}
+                )
             ids = self._edit(name, by, key, match, data_json, values)
             if ids:
                 return UpsertResult(jobs=ids, updated=len(ids), inserted=0)
@@ -124,9 +121,8 @@ class JobEditor:
         cache_key = (context.using, context.schema, table)
         if cache_key in _UPSERT_INDEX_READY:
             return True
-        with context.cursor() as cursor:
-            cursor.execute(edit_plans.upsert_index_ready(), {"table": f"{context.quoted_schema}.{table}"})
-            ready = bool(cursor.fetchone()[0])
+        (found,) = context.one(edit_plans.upsert_index_ready(), {"table": f"{context.quoted_schema}.{table}"})
+        ready = bool(found)
         if ready:
             _UPSERT_INDEX_READY.add(cache_key)
         return ready
@@ -161,9 +157,7 @@ class JobEditor:
             retention="retention_seconds" in values,
             notify=route.notify,
         )
-        with context.cursor() as cursor:
-            cursor.execute(sql, params)
-            return [str(row[0]) for row in cursor.fetchall()]
+        return [str(row[0]) for row in context.all(sql, params)]
 
     # -- purges --------------------------------------------------------------------------------
 
@@ -180,9 +174,10 @@ class JobEditor:
         if name is not None:
             return self._purge(validate_queue_name(name), "all", batch_size)
         integer("batch_size", batch_size, minimum=1)
-        with self.context.cursor() as cursor:
-            cursor.execute(queue_plans.get_queues(self.context.quoted_schema, by_name=False))
-            names = [row[0] for row in cursor.fetchall()]
+        names = [
+            row[0]
+            for row in self.context.all(queue_plans.get_queues(self.context.quoted_schema, by_name=False))
+        ]
         return sum(self._purge(queue, "all", batch_size, missing_ok=True) for queue in names)
 
     def _purge(self, name: str, which: str, batch_size: int, *, missing_ok: bool = False) -> int:
@@ -203,9 +198,7 @@ class JobEditor:
                 sql = edit_plans.purge_batch(schema, table, which=which, first=after is None)
                 if after is not None:
                     params["after"] = after
-                with context.cursor() as cursor:
-                    cursor.execute(sql, params)
-                    after, read, count, held = cursor.fetchone()
+                after, read, count, held = context.one(sql, params)
                 deleted += count
                 retained += held
                 if read < batch_size:
@@ -233,8 +226,7 @@ class JobEditor:
             raise WrongPolicy(
                 f"get_blocked_keys() is only for key_strict_fifo queues; queue {name!r} is {route.policy}"
             )
-        with context.cursor() as cursor:
-            cursor.execute(
-                edit_plans.blocked_keys(context.quoted_schema, route.table, after=after is not None), params
-            )
-            return [row[0] for row in cursor.fetchall()]
+        rows = context.all(
+            edit_plans.blocked_keys(context.quoted_schema, route.table, after=after is not None), params
+        )
+        return [row[0] for row in rows]

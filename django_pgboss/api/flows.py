@@ -299,8 +299,7 @@ class FlowStore:
             {p["dead_letter"] for p in payloads.values() if p.get("dead_letter") is not None}
         )
         for dead_letter in dead_letters:
-            with context.cursor() as cursor:
-                require_dead_letter(context, cursor, dead_letter)
+            require_dead_letter(context, dead_letter)
 
     def _insert(
         self,
@@ -328,9 +327,7 @@ class FlowStore:
                 sql = job_plans.insert_jobs(
                     schema, route.table, returning=True, notify=route.notify, flow=True
                 )
-                with context.cursor() as cursor:
-                    cursor.execute(sql, params)
-                    inserted = {str(row[0]) for row in cursor.fetchall()}
+                inserted = {str(row[0]) for row in context.all(sql, params)}
                 refused = [job.ref for job in queue_jobs if ids[job.ref] not in inserted]
                 if refused:
                     raise FlowJobRefused(
@@ -338,10 +335,9 @@ class FlowStore:
                         "throttle slot or a taken id); nothing of the flow was written",
                         refused,
                     )
-            with context.cursor() as cursor:
-                # Queue names (checked against pg-boss's pattern: no quote, backslash or control
-                # character) and uuids: plain json.dumps is exact for them.
-                cursor.execute(flow_plans.insert_dependencies(schema), {"edges": json.dumps(edges)})
+            # Queue names (checked against pg-boss's pattern: no quote, backslash or control
+            # character) and uuids: plain json.dumps is exact for them.
+            context.execute(flow_plans.insert_dependencies(schema), {"edges": json.dumps(edges)})
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -357,9 +353,7 @@ class FlowStore:
             plan = flow_plans.get_dependencies(schema, after=paged)
         else:
             plan = flow_plans.get_dependents(schema, after=paged)
-        with self.context.cursor() as cursor:
-            cursor.execute(plan, params)
-            return [DependencyRef(row[0], str(row[1])) for row in cursor.fetchall()]
+        return [DependencyRef(row[0], str(row[1])) for row in self.context.all(plan, params)]
 
     def get_dependencies(
         self, name: str, job_id: Any, *, limit: int | None = None, after: DependencyRef | None = None
@@ -380,18 +374,16 @@ class FlowStore:
         if limit is not None:
             params["limit"] = integer("limit", limit, minimum=0)
         plan = flow_plans.related_jobs(self.context.quoted_schema, parents=parents, limited=limit is not None)
-        with self.context.cursor() as cursor:
-            cursor.execute(plan, params)
-            return [
-                RelatedJob(
-                    row[0],
-                    str(row[1]),
-                    row[2],
-                    json.loads(row[3]) if isinstance(row[3], str) else row[3],
-                    row[4],
-                )
-                for row in cursor.fetchall()
-            ]
+        return [
+            RelatedJob(
+                row[0],
+                str(row[1]),
+                row[2],
+                json.loads(row[3]) if isinstance(row[3], str) else row[3],
+                row[4],
+            )
+            for row in self.context.all(plan, params)
+        ]
 
     def get_parent_outputs(self, name: str, job_id: Any) -> dict[DependencyRef, Any]:
         """See Boss.get_parent_outputs()."""
@@ -410,37 +402,33 @@ class FlowStore:
         frontier = [start]
         found: set[tuple[DependencyRef, DependencyRef]] = set()
         truncated = False
-        with self.context.cursor() as cursor:
-            while frontier:
-                cursor.execute(
-                    flow_plans.edges_of(schema),
-                    {
-                        "names": [k.name for k in frontier],
-                        "ids": [k.id for k in frontier],
-                        # Edges read before come back too (they touch the frontier's other end).
-                        "limit": limit + 1,
-                    },
-                )
-                rows = cursor.fetchall()
-                frontier = []
-                for row in rows:
-                    parent, child = DependencyRef(row[2], str(row[3])), DependencyRef(row[0], str(row[1]))
-                    found.add((parent, child))
-                    for end in (parent, child):
-                        if end not in seen:
-                            seen.add(end)
-                            frontier.append(end)
-                if len(found) > limit:
-                    truncated = True
-                    break
+        while frontier:
+            rows = self.context.all(
+                flow_plans.edges_of(schema),
+                {
+                    "names": [k.name for k in frontier],
+                    "ids": [k.id for k in frontier],
+                    # Edges read before come back too (they touch the frontier's other end).
+                    "limit": limit + 1,
+                },
+            )
+            frontier = []
+            for row in rows:
+                parent, child = DependencyRef(row[2], str(row[3])), DependencyRef(row[0], str(row[1]))
+                found.add((parent, child))
+                for end in (parent, child):
+                    if end not in seen:
+                        seen.add(end)
+                        frontier.append(end)
+            if len(found) > limit:
+                truncated = True
+                break
         edges = sorted(found, key=lambda e: (e[0].name, e[0].id, e[1].name, e[1].id))[:limit]
         ordered = sorted(seen, key=lambda k: (k.name, k.id))
-        with self.context.cursor() as cursor:
-            cursor.execute(
-                flow_plans.job_states(schema),
-                {"names": [k.name for k in ordered], "ids": [k.id for k in ordered]},
-            )
-            rows = cursor.fetchall()
+        rows = self.context.all(
+            flow_plans.job_states(schema),
+            {"names": [k.name for k in ordered], "ids": [k.id for k in ordered]},
+        )
         states = {DependencyRef(row[0], str(row[1])): row[2] for row in rows}
         blocked = frozenset(DependencyRef(row[0], str(row[1])) for row in rows if row[3])
         return FlowGraph(
@@ -461,13 +449,12 @@ class FlowStore:
         """
         context = self.context
         schema = context.quoted_schema
-        with context.cursor() as cursor:
-            if queues is None:
-                cursor.execute(maintenance_plans.queue_tables(schema, by_name=False))
-            else:
-                names = [validate_queue_name(q, "queue") for q in queues]
-                cursor.execute(maintenance_plans.queue_tables(schema, by_name=True), {"names": names})
-            tables = [(table, list(names)) for table, names in cursor.fetchall()]
+        if queues is None:
+            rows = context.all(maintenance_plans.queue_tables(schema, by_name=False))
+        else:
+            names = [validate_queue_name(q, "queue") for q in queues]
+            rows = context.all(maintenance_plans.queue_tables(schema, by_name=True), {"names": names})
+        tables = [(table, list(names)) for table, names in rows]
         resolved = 0
         for table_name, names in tables:
             table = quote_job_table(table_name)
@@ -476,9 +463,8 @@ class FlowStore:
                 chunk = names[start : start + CHUNK_SIZE]
                 for _batch in range(flow_plans.MAX_BATCHES_PER_PASS):
                     try:
-                        with context.atomic(), context.cursor() as cursor:
-                            cursor.execute(sql, {"names": chunk})
-                            count = cursor.fetchone()[0]
+                        with context.atomic():
+                            (count,) = context.one(sql, {"names": chunk})
                     except DatabaseError as exc:
                         if sqlstate(exc) != UNDEFINED_TABLE or context.in_atomic_block:
                             raise

@@ -57,9 +57,7 @@ def bloated_indexes(
     """The bloated job indexes (every job index with ``force``), largest first."""
     params: dict[str, Any] = {"nspname": context.schema, **_thresholds(**thresholds)}
     sql = plans.job_indexes(context.quoted_schema) if force else plans.bloated_indexes(context.quoted_schema)
-    with context.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [IndexStats(*row) for row in cursor.fetchall()]
+    return [IndexStats(*row) for row in context.all(sql, params)]
 
 
 def reindex_commands(
@@ -91,9 +89,8 @@ def reindex_commands(
     if not targets:
         return []
     schema = context.quoted_schema
-    with context.cursor() as cursor:
-        cursor.execute(plans.reindex_leftovers(schema, any_owner=True), {"nspname": context.schema})
-        leftovers = [name for (name,) in cursor.fetchall()]
+    rows = context.all(plans.reindex_leftovers(schema, any_owner=True), {"nspname": context.schema})
+    leftovers = [name for (name,) in rows]
     return [plans.drop_index_concurrently(schema, quote_identifier(n)) for n in leftovers] + [
         plans.reindex_index(schema, quote_identifier(t.name)) for t in targets
     ]

@@ -2,7 +2,7 @@
 
 :class:`InstanceRegistrar` keeps one process's row in ``<schema>.instance``: written when it
 starts, refreshed every INSTANCE_HEARTBEAT_SECONDS on a thread of its own, marked stopped by a clean
-stop. The worker (worker/runner.py) and the monitor (monitor/runner.py) each own one, through a
+stop. The worker (worker/engine.py) and the monitor (monitor/service.py) each own one, through a
 hook of a few lines; nothing on their paths waits for it. A failed write is logged and sent as
 ``signals.error_raised``, and the next beat tries again: a beat is an upsert, so it also restores a
 row a failed registration or the retention prune left missing. Registering also counts the
@@ -159,8 +159,7 @@ class InstanceRegistrar:
 
     def _mark_stopped(self) -> None:
         try:
-            with self.context.cursor() as cursor:
-                cursor.execute(plans.stop_instance(self.context.quoted_schema), {"id": self.id})
+            self.context.execute(plans.stop_instance(self.context.quoted_schema), {"id": self.id})
         except DatabaseError as exc:
             logger.info("instance %s: could not mark its row stopped (%s)", self.id, exc)
 
@@ -177,23 +176,19 @@ class InstanceRegistrar:
 
     def _register(self) -> None:
         schema = self.context.quoted_schema
-        with self.context.cursor() as cursor:
-            cursor.execute(plans.register_instance(schema), self._values())
-            self.started_on = cursor.fetchone()[0]
+        (self.started_on,) = self.context.one(plans.register_instance(schema), self._values())
         # Counted before the pruning, which keeps the earliest rows' counts only if they are right.
         self._count_crash_restarts()
-        with self.context.cursor() as cursor:
-            cursor.execute(
-                plans.prune_instance_lives(schema),
-                {"id": self.id, "name": self.name, "host": socket.gethostname()},
-            )
+        self.context.execute(
+            plans.prune_instance_lives(schema),
+            {"id": self.id, "name": self.name, "host": socket.gethostname()},
+        )
 
     def _beat(self) -> None:
-        with self.context.cursor() as cursor:
-            cursor.execute(
-                plans.heartbeat_instance(self.context.quoted_schema),
-                {**self._values(), "started_on": self.started_on},
-            )
+        self.context.execute(
+            plans.heartbeat_instance(self.context.quoted_schema),
+            {**self._values(), "started_on": self.started_on},
+        )
 
     def _count_crash_restarts(self) -> None:
         """Count this process's crash restarts; when a row of its name and host still reads live
@@ -206,12 +201,9 @@ class InstanceRegistrar:
             "pid": os.getpid(),
             "process_started_on": dt.datetime.fromtimestamp(process_started_at(), dt.UTC),
         }
-        with self.context.cursor() as cursor:
-            cursor.execute(plans.count_crash_restarts(schema), values)
-            cursor.execute(plans.crash_recount_at(schema), values)
-            (recount_at,) = cursor.fetchone()
-            cursor.execute(plans.database_now(schema))
-            (now,) = cursor.fetchone()
+        self.context.execute(plans.count_crash_restarts(schema), values)
+        (recount_at,) = self.context.one(plans.crash_recount_at(schema), values)
+        (now,) = self.context.one(plans.database_now(schema))
         if recount_at is not None:
             # At least a second on, measured on the database's clock, which the rows are stamped by.
             wait = max(1.0, (recount_at - now).total_seconds() + 1.0)
@@ -319,28 +311,26 @@ class InstanceStore:
         page = arguments.list_limit("get_instances", limit)
         cursor_id = arguments.instance_after(after)
         schema = self.context.quoted_schema
-        with self.context.cursor() as cursor:
-            cursor.execute(
-                plans.get_instances(schema, after=cursor_id is not None), {"limit": page, "after": cursor_id}
+        rows = self.context.records(
+            plans.get_instances(schema, after=cursor_id is not None), {"limit": page, "after": cursor_id}
+        )
+        # An empty page is the end of the list, unless the instance ``after`` names was pruned
+        # since the previous page: then the list cannot go on from it.
+        if (
+            cursor_id is not None
+            and not rows
+            and self.context.one_or_none(plans.instance_exists(schema), {"id": cursor_id}) is None
+        ):
+            raise InvalidOption(
+                f"get_instances: after names instance {cursor_id}, which no longer exists "
+                "(pruned since the previous page); start again from the first page"
             )
-            columns = [column.name for column in cursor.description]
-            rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
-            # An empty page is the end of the list, unless the instance ``after`` names was pruned
-            # since the previous page: then the list cannot go on from it.
-            if cursor_id is not None and not rows:
-                cursor.execute(plans.instance_exists(schema), {"id": cursor_id})
-                if cursor.fetchone() is None:
-                    raise InvalidOption(
-                        f"get_instances: after names instance {cursor_id}, which no longer exists "
-                        "(pruned since the previous page); start again from the first page"
-                    )
         return [_instance(row) for row in rows]
 
     def database_now(self) -> dt.datetime:
         """The schema's clock, which liveness is judged against."""
-        with self.context.cursor() as cursor:
-            cursor.execute(plans.database_now(self.context.quoted_schema))
-            return cursor.fetchone()[0]
+        (now,) = self.context.one(plans.database_now(self.context.quoted_schema))
+        return now
 
 
 def is_live(

@@ -28,7 +28,7 @@ from django_pgboss.exceptions import InvalidJobReference, InvalidOption
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import settle as settle_plans
 from django_pgboss.plans import transactions as transaction_plans
-from django_pgboss.records import Job, jobs_from_cursor
+from django_pgboss.records import Job, jobs_from_table
 from django_pgboss.wire import EncodedOutput, output_value, to_json
 
 # The settles a transactional handler runs itself, by database alias, on this thread only (see
@@ -139,9 +139,8 @@ class JobStore:
             # key undoes only this statement. In autocommit the statement is its own transaction
             # already, and wrapping it would cost two more round trips on the hot path.
             guard = context.atomic() if context.in_atomic_block else nullcontext()
-            with guard, context.cursor() as cursor:
-                cursor.execute(sql, params)
-                jobs = jobs_from_cursor(cursor)
+            with guard:
+                jobs = jobs_from_table(context.table(sql, params))
         except IntegrityError:
             # Two fetchers picked different jobs of the same singleton/stately key at once; the
             # unique index let one through. The loser claims nothing this time, as in pg-boss.
@@ -160,9 +159,8 @@ class JobStore:
         raw = connections[self.context.using].connection
         if raw is not None and raw in _GENERIC_PLANS:
             return
-        with self.context.cursor() as cursor:
-            cursor.execute(job_plans.use_generic_plans())
-            _GENERIC_PLANS.add(connections[self.context.using].connection)
+        self.context.execute(job_plans.use_generic_plans())
+        _GENERIC_PLANS.add(connections[self.context.using].connection)
 
     # -- settling --------------------------------------------------------------------------------
 
@@ -199,9 +197,7 @@ class JobStore:
         sql = settle_plans.fail_jobs(
             context.quoted_schema, context.route(name).table, fenced=True, terminal=terminal, report=True
         )
-        with context.cursor() as cursor:
-            cursor.execute(sql, params)
-            failed, copies, states = cursor.fetchone()
+        failed, copies, states = context.one(sql, params)
         if isinstance(copies, str):
             copies = json.loads(copies)
         if isinstance(states, str):
@@ -216,11 +212,9 @@ class JobStore:
         """How many jobs of ``name`` wait to retry, and the start_after of the first (or None)."""
         validate_queue_name(name)
         context = self.context
-        with context.cursor() as cursor:
-            cursor.execute(
-                job_plans.retries_waiting(context.quoted_schema, context.route(name).table), {"name": name}
-            )
-            count, first = cursor.fetchone()
+        count, first = context.one(
+            job_plans.retries_waiting(context.quoted_schema, context.route(name).table), {"name": name}
+        )
         return count, first
 
     def cancel(self, name: str, jobs: JobReference) -> int:
@@ -244,9 +238,7 @@ class JobStore:
             raise InvalidJobReference("touch_attempts() needs jobs or {id, retry_count} pairs, not bare ids")
         context = self.context
         sql = settle_plans.touch_attempts(context.quoted_schema, context.route(name).table)
-        with context.cursor() as cursor:
-            cursor.execute(sql, {"name": name, "ids": ids, "attempts": attempts})
-            return [str(row[0]) for row in cursor.fetchall()]
+        return [str(row[0]) for row in context.all(sql, {"name": name, "ids": ids, "attempts": attempts})]
 
     def resume(self, name: str, ids: str | Sequence[str]) -> int:
         """See Boss.resume()."""
@@ -280,15 +272,14 @@ class JobStore:
             # PostgreSQL spells it (the statement looks each row's own 'id:retry_count' up).
             records.append(f'"{job_id}:{retry_count}":{encoded or "null"}')
         context = self.context
-        with context.cursor() as cursor:
-            # The ids go as one array literal, which the statement casts to uuid[]: canonical
-            # uuids need no quoting in it, and psycopg then dumps one string where a list of
-            # them cost it about 2 us an id (bench/README.md). They come back as text likewise.
-            cursor.execute(
-                settle_plans.complete_jobs_with_outputs(context.quoted_schema, context.route(name).table),
-                {"records": "{" + ",".join(records) + "}", "name": name, "ids": "{" + ",".join(ids) + "}"},
-            )
-            return [row[0] for row in cursor.fetchall()]
+        # The ids go as one array literal, which the statement casts to uuid[]: canonical uuids
+        # need no quoting in it, and psycopg then dumps one string where a list of them cost it
+        # about 2 us an id (bench/README.md). They come back as text likewise.
+        rows = context.all(
+            settle_plans.complete_jobs_with_outputs(context.quoted_schema, context.route(name).table),
+            {"records": "{" + ",".join(records) + "}", "name": name, "ids": "{" + ",".join(ids) + "}"},
+        )
+        return [row[0] for row in rows]
 
     def requeue(self, name: str, jobs: Sequence[Job], *, started: bool, output: Any = None) -> list[str]:
         """Put active jobs back in the queue without charging an attempt; returns the ids put back.
@@ -307,9 +298,7 @@ class JobStore:
             params["output"] = to_json(output_value(output), "output")
         context = self.context
         sql = settle_plans.requeue_jobs(context.quoted_schema, context.route(name).table, started=started)
-        with context.cursor() as cursor:
-            cursor.execute(sql, params)
-            return [str(row[0]) for row in cursor.fetchall()]
+        return [str(row[0]) for row in context.all(sql, params)]
 
     # -- transactions ----------------------------------------------------------------------------
 
@@ -324,9 +313,8 @@ class JobStore:
             raise InvalidOption("bound_transaction() needs an open transaction (transaction.atomic())")
         # PostgreSQL's timeouts are int4 milliseconds; a longer bound is the longest it enforces.
         milliseconds = min(max(int(seconds * 1000), 1), arguments.INT4_MAX)
-        with self.context.cursor() as cursor:
-            cursor.execute(transaction_plans.bound_transaction(), {"milliseconds": milliseconds})
-            return {str(name): str(value) for name, value in cursor.fetchall()}
+        rows = self.context.all(transaction_plans.bound_transaction(), {"milliseconds": milliseconds})
+        return {str(name): str(value) for name, value in rows}
 
     def _settle(self, name: str, jobs: JobReference, verb: str, plan: Any, **output: Any) -> int:
         validate_queue_name(name)
@@ -338,9 +326,9 @@ class JobStore:
             params["attempts"] = attempts
         context = self.context
         table = context.route(name).table
-        with context.cursor() as cursor:
-            cursor.execute(plan(context.quoted_schema, table, fenced=attempts is not None), params)
-            count, *retained = cursor.fetchone()
+        count, *retained = context.one(
+            plan(context.quoted_schema, table, fenced=attempts is not None), params
+        )
         if verb == "delete_job":
             self._reduce_retained(name, retained[0], deleted=True)
         recorders = getattr(_recorders, "by_alias", None)
@@ -356,9 +344,7 @@ class JobStore:
         id_list, _ = attempt_references(ids, verb)
         context = self.context
         table = context.route(name).table
-        with context.cursor() as cursor:
-            cursor.execute(plan(context.quoted_schema, table), {"name": name, "ids": id_list})
-            count, *retained = cursor.fetchone()
+        count, *retained = context.one(plan(context.quoted_schema, table), {"name": name, "ids": id_list})
         if verb == "resume":
             self._reduce_retained(name, retained[0], deleted=False)
         return count
@@ -379,12 +365,12 @@ class JobStore:
         validate_queue_name(name)
         (job_id,), _ = attempt_references(job_id, "get_job_by_id")
         context = self.context
-        with context.cursor() as cursor:
-            cursor.execute(
+        jobs = jobs_from_table(
+            context.table(
                 job_plans.get_job(context.quoted_schema, context.route(name).table),
                 {"name": name, "id": job_id},
             )
-            jobs = jobs_from_cursor(cursor)
+        )
         return jobs[0] if jobs else None
 
     def find_jobs(
@@ -419,19 +405,16 @@ class JobStore:
             queued=bool(queued),
             after=after_id is not None,
         )
-        with context.cursor() as cursor:
-            if after_id is not None:
-                # The job the page continues after is read first: one deleted since the previous
-                # page would otherwise end the list early without saying so (pg-boss 12.38 refuses
-                # it the same way).
-                cursor.execute(
-                    job_plans.find_jobs_anchor(context.quoted_schema, table), {"name": name, "id": after_id}
+        if after_id is not None:
+            # The job the page continues after is read first: one deleted since the previous
+            # page would otherwise end the list early without saying so (pg-boss 12.38 refuses
+            # it the same way).
+            anchor = context.one_or_none(
+                job_plans.find_jobs_anchor(context.quoted_schema, table), {"name": name, "id": after_id}
+            )
+            if anchor is None:
+                raise InvalidOption(
+                    f"find_jobs(): after names job {after_id}, which queue {name!r} no longer holds"
                 )
-                anchor = cursor.fetchone()
-                if anchor is None:
-                    raise InvalidOption(
-                        f"find_jobs(): after names job {after_id}, which queue {name!r} no longer holds"
-                    )
-                params["after_created_on"], params["after_id"] = anchor[0], after_id
-            cursor.execute(sql, params)
-            return jobs_from_cursor(cursor)
+            params["after_created_on"], params["after_id"] = anchor[0], after_id
+        return jobs_from_table(context.table(sql, params))

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import DatabaseError, IntegrityError
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_pgboss import arguments, signals
 from django_pgboss.arguments import queue_name as validate_queue_name
@@ -38,10 +39,15 @@ FORCED_STATS_TTL_SECONDS = 60
 logger = logging.getLogger("django_pgboss.queues")
 
 
-def require_dead_letter(context: DatabaseContext, cursor: Any, dead_letter: str) -> None:
-    """Raise DeadLetterQueueNotFound unless queue ``dead_letter`` exists (read on ``cursor``)."""
-    cursor.execute(queue_plans.get_queue_routing(context.quoted_schema), {"name": dead_letter})
-    if cursor.fetchone() is None:
+def require_dead_letter(
+    context: DatabaseContext, dead_letter: str, *, connection: BaseDatabaseWrapper | None = None
+) -> None:
+    """Raise DeadLetterQueueNotFound unless queue ``dead_letter`` exists (read fresh, on
+    ``connection`` when the caller holds it: see DatabaseContext.connection())."""
+    found = context.one_or_none(
+        queue_plans.get_queue_routing(context.quoted_schema), {"name": dead_letter}, connection=connection
+    )
+    if found is None:
         raise DeadLetterQueueNotFound(f"dead_letter queue {dead_letter!r} does not exist; create it first")
 
 
@@ -59,11 +65,10 @@ def reduce_retained(context: DatabaseContext, name: str, *, retained: int, remov
     if retained <= 0 and removed <= 0:
         return
     try:
-        with context.cursor() as cursor:
-            cursor.execute(
-                stats_plans.reduce_retained_count(context.quoted_schema),
-                {"name": name, "retained": retained, "removed": removed},
-            )
+        context.execute(
+            stats_plans.reduce_retained_count(context.quoted_schema),
+            {"name": name, "retained": retained, "removed": removed},
+        )
     except DatabaseError as exc:
         if context.in_atomic_block:
             raise
@@ -90,11 +95,11 @@ class QueueStore:
         validate_queue_options(name, options, creating=True)
         payload = to_wire(options)
         context = self.context
-        with context.atomic(), context.cursor() as cursor:
+        with context.atomic():
             if options.get("dead_letter") is not None:
-                require_dead_letter(context, cursor, options["dead_letter"])
-            cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key("create-queue")})
-            cursor.execute(
+                require_dead_letter(context, options["dead_letter"])
+            context.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key("create-queue")})
+            context.execute(
                 queue_plans.create_queue(context.quoted_schema),
                 {"name": name, "options": to_json(payload, "queue options")},
             )
@@ -105,14 +110,14 @@ class QueueStore:
         validate_queue_name(name)
         validate_queue_options(name, options, creating=False)
         context = self.context
-        with context.atomic(), context.cursor() as cursor:
+        with context.atomic():
             if options.get("dead_letter") is not None:
-                require_dead_letter(context, cursor, options["dead_letter"])
-            cursor.execute(
+                require_dead_letter(context, options["dead_letter"])
+            updated = context.rowcount(
                 queue_plans.update_queue(context.quoted_schema),
                 {"options": to_json(to_wire(options), "options"), "name": name},
             )
-            if cursor.rowcount == 0:
+            if updated == 0:
                 raise QueueNotFound(f"queue {name!r} does not exist")
         context.forget_route(name)
 
@@ -125,16 +130,20 @@ class QueueStore:
                 # A queue that does not exist is a no-op, as pg-boss's deleteQueue() makes it (its
                 # SQL function alone fails on the missing queue's table name).
                 return
-            with context.atomic(), context.cursor() as cursor:
-                cursor.execute(queue_plans.dead_letter_users(context.quoted_schema), {"name": name})
-                users = [row[0] for row in cursor.fetchall()]
+            with context.atomic():
+                users = [
+                    row[0]
+                    for row in context.all(
+                        queue_plans.dead_letter_users(context.quoted_schema), {"name": name}
+                    )
+                ]
                 if users:
                     raise QueueInUse(
                         f"queue {name!r} is the dead_letter of {', '.join(map(repr, users))}; "
                         "change or clear their dead_letter first"
                     )
-                cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key("delete-queue")})
-                cursor.execute(queue_plans.delete_queue(context.quoted_schema), {"name": name})
+                context.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key("delete-queue")})
+                context.execute(queue_plans.delete_queue(context.quoted_schema), {"name": name})
         except IntegrityError as exc:
             # Jobs of other queues still name it as their own dead_letter (a send option).
             raise QueueInUse(f"queue {name!r} is still the dead_letter of waiting jobs: {exc}") from exc
@@ -166,9 +175,7 @@ class QueueStore:
         sql = queue_plans.get_queues(
             schema, by_name=names is not None, paged=limit is not None, after=after is not None
         )
-        with self.context.cursor() as cursor:
-            cursor.execute(sql, params)
-            return [_queue_info(row) for row in cursor.fetchall()]
+        return [_queue_info(row) for row in self.context.all(sql, params)]
 
     def get_queue_stats(
         self,
@@ -227,9 +234,7 @@ class QueueStore:
             sql = history_plans.queue_stats_buckets(schema, aggregate, auto=bucket_seconds is None)
         else:
             sql = history_plans.queue_stats_history(schema)
-        with self.context.cursor() as cursor:
-            cursor.execute(sql, params)
-            return [_stats_point(row) for row in cursor.fetchall()]
+        return [_stats_point(row) for row in self.context.all(sql, params)]
 
     def _cached_stats(self, name: str, force: bool) -> StatsPoint:
         """The queue's cached count as one point, recounted first when older than pg-boss's budget.
@@ -243,9 +248,7 @@ class QueueStore:
         """
         context = self.context
         schema = context.quoted_schema
-        with context.cursor() as cursor:
-            cursor.execute(history_plans.queue_stats_cache(schema), {"name": name})
-            row = cursor.fetchone()
+        row = context.one_or_none(history_plans.queue_stats_cache(schema), {"name": name})
         if row is None:
             raise QueueNotFound(f"queue {name!r} does not exist")
         *gauges, captured_on, age, backoff = row
@@ -263,15 +266,15 @@ class QueueStore:
             "queue-stats" if captured_on is not None else f"queue-stats:{uuid.uuid4()}"
         )
         table = context.route(name).table
-        with context.atomic(), context.cursor() as cursor:
-            cursor.execute(
+        with context.atomic():
+            counted = context.all(
                 stats_plans.cache_queue_stats(schema, table, throughput=False, history=False),
                 {"names": [name], "lock_key": lock_key, "reset_max": 0},
             )
-            counted = cursor.fetchall()
             if counted:
-                cursor.execute(history_plans.queue_stats_cache(schema), {"name": name})
-                *gauges, captured_on, _, _ = cursor.fetchone()
+                *gauges, captured_on, _, _ = context.one(
+                    history_plans.queue_stats_cache(schema), {"name": name}
+                )
         return _gauges_point(gauges, captured_on)
 
 

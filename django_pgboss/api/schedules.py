@@ -101,30 +101,28 @@ class ScheduleStore:
                     "never send a job",
                     field="cron",
                 )
-        with self.context.cursor() as cursor:
-            try:
-                cursor.execute(
-                    schedule_plans.upsert_schedule(self.context.quoted_schema),
-                    {
-                        "name": name,
-                        "key": key or "",
-                        "kind": recurrence.kind,
-                        "cron": cron,
-                        "timezone": tz,
-                        "data": to_json(data, "data"),
-                        "options": to_json(options, "options"),
-                    },
-                )
-            except IntegrityError as exc:  # the queue went away in between
-                raise QueueNotFound(f"queue {name!r} does not exist") from exc
+        try:
+            self.context.execute(
+                schedule_plans.upsert_schedule(self.context.quoted_schema),
+                {
+                    "name": name,
+                    "key": key or "",
+                    "kind": recurrence.kind,
+                    "cron": cron,
+                    "timezone": tz,
+                    "data": to_json(data, "data"),
+                    "options": to_json(options, "options"),
+                },
+            )
+        except IntegrityError as exc:  # the queue went away in between
+            raise QueueNotFound(f"queue {name!r} does not exist") from exc
 
     def unschedule(self, name: str, key: str = "") -> None:
         """See Boss.unschedule()."""
         validate_queue_name(name)
-        with self.context.cursor() as cursor:
-            cursor.execute(
-                schedule_plans.delete_schedule(self.context.quoted_schema), {"name": name, "key": key or ""}
-            )
+        self.context.execute(
+            schedule_plans.delete_schedule(self.context.quoted_schema), {"name": name, "key": key or ""}
+        )
 
     def get_schedules(
         self,
@@ -165,9 +163,7 @@ class ScheduleStore:
             paged=limit is not None and not one,
             after=bool(after) and not one,
         )
-        with self.context.cursor() as cursor:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
+        rows = self.context.all(sql, params)
         schedules = []
         for row in rows:
             values = list(row)
@@ -197,9 +193,8 @@ class ScheduleStore:
 
     def database_now(self) -> dt.datetime:
         """The schema's clock, job_now(): what the timekeeper evaluates schedules against."""
-        with self.context.cursor() as cursor:
-            cursor.execute(schedule_plans.database_now(self.context.quoted_schema))
-            return cursor.fetchone()[0]
+        (now,) = self.context.one(schedule_plans.database_now(self.context.quoted_schema))
+        return now
 
 
 def schedule(

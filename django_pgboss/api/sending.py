@@ -51,8 +51,7 @@ class JobSender:
         if route.policy == QueuePolicy.KEY_STRICT_FIFO and not job.get("singleton_key"):
             raise InvalidOption(f"queue {name!r} is key_strict_fifo: every job needs a singleton_key")
         if job.get("dead_letter") is not None:
-            with context.cursor() as cursor:
-                require_dead_letter(context, cursor, job["dead_letter"])
+            require_dead_letter(context, job["dead_letter"])
         with tracing.send_span(name, "upsert" if upsert_by_key else "send") as span:
             trace_context = _stored_trace_context(span)
             job_id = self._insert(
@@ -61,11 +60,9 @@ class JobSender:
             if not job_id and options.get("singleton_next_slot"):
                 # The current slot is taken: a debounced job goes into the next one, starting
                 # when it opens.
-                with context.cursor() as cursor:
-                    cursor.execute(
-                        job_plans.debounce_delay(context.quoted_schema), {"seconds": job["singleton_seconds"]}
-                    )
-                    delay = cursor.fetchone()[0]
+                (delay,) = context.one(
+                    job_plans.debounce_delay(context.quoted_schema), {"seconds": job["singleton_seconds"]}
+                )
                 job = {**job, "start_after": f"{delay} seconds", "singleton_offset": job["singleton_seconds"]}
                 job_id = self._insert(
                     name, [job], returning=True, upsert_by_key=upsert_by_key, trace_context=trace_context
@@ -125,8 +122,7 @@ class JobSender:
         ):
             raise InvalidOption(f"queue {name!r} is key_strict_fifo: every job needs a singleton_key")
         for dead_letter in {j["dead_letter"] for j in payload if j.get("dead_letter") is not None}:
-            with context.cursor() as cursor:
-                require_dead_letter(context, cursor, dead_letter)
+            require_dead_letter(context, dead_letter)
         if not payload and data_array is None:
             return [] if return_ids else None
         with tracing.send_span(name, "insert", len(jobs)) as span:
@@ -150,12 +146,10 @@ class JobSender:
         """
         context = self.context
         route = context.route(validate_queue_name(name))
-        with context.cursor() as cursor:
-            cursor.execute(
-                job_plans.insert_jobs(context.quoted_schema, route.table, returning=False, slots=True),
-                {"jobs": encode_jobs(jobs), "name": name},
-            )
-            return cursor.rowcount
+        return context.rowcount(
+            job_plans.insert_jobs(context.quoted_schema, route.table, returning=False, slots=True),
+            {"jobs": encode_jobs(jobs), "name": name},
+        )
 
     def _insert(
         self,
@@ -250,14 +244,12 @@ class JobSender:
             if traced:
                 params["trace_context"] = trace_context
             try:
-                with context.cursor(connection) as cursor:
-                    cursor.execute(sql, params)
-                    if fetch_ids:
-                        ids = [str(row[0]) for row in cursor.fetchall()]
-                        written = len(ids)
-                    else:
-                        written = cursor.rowcount
-                        ids = [known_id] if known_id is not None and written else []
+                if fetch_ids:
+                    ids = [str(row[0]) for row in context.all(sql, params, connection=connection)]
+                    written = len(ids)
+                else:
+                    written = context.rowcount(sql, params, connection=connection)
+                    ids = [known_id] if known_id is not None and written else []
             except DatabaseError as exc:
                 if sqlstate(exc) not in stale:
                     raise

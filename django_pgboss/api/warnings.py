@@ -56,11 +56,10 @@ def store_warning(context: DatabaseContext, kind: str, message: str, data: dict[
     PERSIST_WARNINGS. A write the database refuses is logged, sent as ``signals.error_raised`` and
     dropped (False), never raised: a warning must not fail the worker that raised it."""
     try:
-        with context.cursor() as cursor:
-            cursor.execute(
-                maintenance_plans.insert_warning(context.quoted_schema),
-                {"type": kind, "message": message, "data": json.dumps(data, default=str)},
-            )
+        context.execute(
+            maintenance_plans.insert_warning(context.quoted_schema),
+            {"type": kind, "message": message, "data": json.dumps(data, default=str)},
+        )
     except DatabaseError as exc:
         logging.getLogger("django_pgboss.worker").warning("could not store a %s warning (%s)", kind, exc)
         signals.send(signals.error_raised, None, error=exc, doing=f"storing a {kind} warning", instance=None)

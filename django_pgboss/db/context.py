@@ -15,17 +15,32 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.cursors import statement_cursor
-from django_pgboss.db.identifiers import quote_job_table, quote_schema, schema_key
-from django_pgboss.exceptions import QueueNotFound
+from django_pgboss.db.identifiers import advisory_lock_key, quote_job_table, quote_schema, schema_key
+from django_pgboss.exceptions import QueueNotFound, StatementReturnedNoRow
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import queues as queue_plans
+
+#: A row as a statement returns it: its columns' values in the statement's order.
+Row = tuple[Any, ...]
+
+#: A statement's named parameters (plans/ statements bind every value by name).
+Params = Mapping[str, Any] | None
+
+
+class Table(NamedTuple):
+    """A statement's rows with its column names, for readers that match columns by name
+    (``records.jobs_from_table()``): the rows of one statement all have the same columns."""
+
+    columns: tuple[str, ...]
+    rows: list[Row]
 
 
 class QueueRoute:
@@ -100,6 +115,78 @@ class DatabaseContext:
         manage.py migrate pgboss")."""
         return statement_cursor(self.using, self, connection)
 
+    # One way to run a statement: each of these takes a plans/ statement and its named parameters,
+    # runs it on the cursor cursor() gives (prepared, on Django's connection, errors translated,
+    # a missing schema said as such) and hands back what the caller needs of it. ``connection``
+    # is the calling thread's connection, when the caller already holds it (see connection()).
+
+    def execute(
+        self, sql: str, params: Params = None, *, connection: BaseDatabaseWrapper | None = None
+    ) -> None:
+        """Run ``sql`` for its effect; its rows, if any, are dropped."""
+        with statement_cursor(self.using, self, connection) as cursor:
+            cursor.execute(sql, params)
+
+    def one(self, sql: str, params: Params = None, *, connection: BaseDatabaseWrapper | None = None) -> Row:
+        """The first row of a statement that always returns one (an aggregate, a RETURNING of a
+        row it always writes). Raises StatementReturnedNoRow when it returned none."""
+        with statement_cursor(self.using, self, connection) as cursor:
+            cursor.execute(sql, params)
+            row: Row | None = cursor.fetchone()
+        if row is None:
+            raise StatementReturnedNoRow(f"a statement that returns a row returned none: {sql.strip()[:200]}")
+        return row
+
+    def one_or_none(
+        self, sql: str, params: Params = None, *, connection: BaseDatabaseWrapper | None = None
+    ) -> Row | None:
+        """The first row of the statement, or None when it returned none."""
+        with statement_cursor(self.using, self, connection) as cursor:
+            cursor.execute(sql, params)
+            row: Row | None = cursor.fetchone()
+        return row
+
+    def all(
+        self, sql: str, params: Params = None, *, connection: BaseDatabaseWrapper | None = None
+    ) -> list[Row]:
+        """Every row of the statement."""
+        with statement_cursor(self.using, self, connection) as cursor:
+            cursor.execute(sql, params)
+            rows: list[Row] = cursor.fetchall()
+        return rows
+
+    def rowcount(
+        self, sql: str, params: Params = None, *, connection: BaseDatabaseWrapper | None = None
+    ) -> int:
+        """How many rows the statement wrote (or returned), as PostgreSQL counts them."""
+        with statement_cursor(self.using, self, connection) as cursor:
+            cursor.execute(sql, params)
+            return int(cursor.rowcount)
+
+    def table(
+        self, sql: str, params: Params = None, *, connection: BaseDatabaseWrapper | None = None
+    ) -> Table:
+        """Every row of the statement with the statement's column names."""
+        with statement_cursor(self.using, self, connection) as cursor:
+            cursor.execute(sql, params)
+            columns = tuple(column[0] for column in cursor.description)
+            return Table(columns, cursor.fetchall())
+
+    def records(
+        self, sql: str, params: Params = None, *, connection: BaseDatabaseWrapper | None = None
+    ) -> list[dict[str, Any]]:
+        """Every row of the statement as a dict from column name to value."""
+        columns, rows = self.table(sql, params, connection=connection)
+        return [dict(zip(columns, row, strict=True)) for row in rows]
+
+    def script(self, sql: str) -> None:
+        """Run a text of several statements with no parameters (a frozen migration or rollback
+        file, a plpgsql function's definition) on Django's own cursor: never prepared (a prepared
+        statement is one statement), and with no parameters, so the driver leaves the ``%``
+        of format() specifiers (%I, %L) in plpgsql bodies alone."""
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(sql, None)
+
     def atomic(self) -> Any:
         """``transaction.atomic`` on this alias: a transaction, or a savepoint inside the caller's."""
         return transaction.atomic(using=self.using)
@@ -123,7 +210,7 @@ class DatabaseContext:
     def lock_key(self, name: str) -> str:
         """pg-boss's advisory-lock key for ``name``: '.pgboss.' + the schema as pg-boss spells it +
         the name, so a pg-boss (Node) instance on the same schema and this one exclude each other."""
-        return f".pgboss.{schema_key(self.schema)}{name}"
+        return advisory_lock_key(self.schema, name)
 
     def notify_channel(self) -> str:
         """The LISTEN/NOTIFY channel of this schema, the one pg-boss uses: 'pgboss_' and 24 hex
@@ -147,9 +234,7 @@ class DatabaseContext:
         route = self._routes.get(name)
         if route is not None:
             return route
-        with self.cursor() as cursor:
-            cursor.execute(queue_plans.get_queue_routing(self.quoted_schema), {"name": name})
-            row = cursor.fetchone()
+        row = self.one_or_none(queue_plans.get_queue_routing(self.quoted_schema), {"name": name})
         if row is None:
             raise QueueNotFound(f"queue {name!r} does not exist; create it with create_queue() first")
         route = QueueRoute(*row)
@@ -164,9 +249,7 @@ class DatabaseContext:
 
     def queue_exists(self, name: str) -> bool:
         """Whether queue ``name`` exists now, read fresh (not from the cache)."""
-        with self.cursor() as cursor:
-            cursor.execute(queue_plans.get_queue_routing(self.quoted_schema), {"name": name})
-            return cursor.fetchone() is not None
+        return self.one_or_none(queue_plans.get_queue_routing(self.quoted_schema), {"name": name}) is not None
 
 
 def sqlstate(exc: BaseException) -> str | None:

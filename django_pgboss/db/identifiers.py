@@ -243,6 +243,14 @@ def schema_key(name: str) -> str:
     return name if BARE_IDENTIFIER_PATTERN.match(name) else f'"{name}"'
 
 
+def advisory_lock_key(schema: str, name: str = "") -> str:
+    """pg-boss's advisory-lock key text for lock ``name`` in ``schema``: '.pgboss.', the schema as
+    pg-boss spells it (schema_key()), then the name; its migration lock has no name. The one
+    spelling of the key, so a pg-boss (Node) instance on the same schema and this package take
+    the same locks (plans/fragments.py's lock_id() turns the text into the lock's id)."""
+    return f".pgboss.{schema_key(schema)}{name}"
+
+
 def quote_schema(name: str) -> str:
     """Validate a schema name and return its SQL spelling."""
     if not isinstance(name, str):

@@ -80,8 +80,6 @@ def ensure_installed(context: Any) -> None:
     """Raise SchemaNotInstalled unless ``context``'s schema has pg-boss's version table: what a
     long-running command checks before it starts, so it stops with the one line instead of
     retrying for ever."""
-    with context.cursor() as cursor:
-        cursor.execute(catalog_plans.version_table(), {"relation": f"{context.quoted_schema}.version"})
-        (oid,) = cursor.fetchone()
+    (oid,) = context.one(catalog_plans.version_table(), {"relation": f"{context.quoted_schema}.version"})
     if oid is None:
         raise SchemaNotInstalled(not_installed_message(context.using))

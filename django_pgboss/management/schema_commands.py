@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connections
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.db.context import DatabaseContext
 from django_pgboss.schema.state import SchemaState, read_state
 from django_pgboss.version import version_text
 
@@ -80,8 +80,7 @@ def read_installed_schema(database: str | None, schema: str | None = None) -> In
         alias, schema = configured_schema(database)
     else:
         alias = database or pgboss_settings.DATABASE
-    with connections[alias].cursor() as cursor:
-        state = read_state(cursor, schema)
+    state = read_state(DatabaseContext(alias, schema))
     found = InstalledSchema(alias, schema, state)
     if not state.catalog.exists or not state.installed:
         objects = state.pgboss_objects() if state.catalog.exists else []

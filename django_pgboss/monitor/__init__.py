@@ -7,7 +7,7 @@ the package was split stays importable from here.
 
 from __future__ import annotations
 
-from django_pgboss.monitor.runner import Monitor
+from django_pgboss.monitor.service import Monitor
 from django_pgboss.monitor.supervisor import PassReport, supervise, warn
 from django_pgboss.monitor.timekeeper import CronReport, Timekeeper, run_timekeeper
 

@@ -1,11 +1,13 @@
-"""The monitor's bam pass (pg-boss 12.35's Bam runner): build the indexes pg-boss's migrations queued.
+"""The monitor's bam pass (pg-boss 12.38's Bam runner): build the indexes the migrations queued.
 
-pg-boss's migrations 27, 28, 33, 38, 40 and 43 queue ``CREATE INDEX CONCURRENTLY`` commands in
-``bam`` rather than build them inside the migration's transaction; a schema pg-boss migrated is
-finished by whichever running instance builds them. Every PGBOSS["BAM_INTERVAL_SECONDS"] a Monitor
-claims the cluster-wide gate (version.bam_on, the column pg-boss's runner stamps) and, when it wins
-it, builds the commands one at a time: claim one (plans/bam.py says how two claims never take the
-same row), heal what an interrupted earlier attempt left, run it, mark it completed or failed.
+pg-boss's migrations 27, 28, 33, 38, 40, 43, 45 and 46 queue ``CREATE INDEX CONCURRENTLY`` commands
+in ``bam`` rather than build them inside the migration's transaction, and so do our upgrade steps
+from older schemas and migrations 0006 and 0007; a schema is finished by whichever running instance
+builds them. Every PGBOSS["BAM_INTERVAL_SECONDS"] a Monitor claims the cluster-wide gate
+(version.bam_on, the column pg-boss's runner stamps) and, when it wins it, builds the commands one
+at a time: claim one (plans/bam.py says how two claims never take the same row, and why a command
+waits for the earlier commands of its migration on its table), heal what an interrupted earlier
+attempt left, run it, mark it completed or failed.
 Each step is sent as signals.bam_status_changed (pg-boss's ``bam`` event): in_progress when
 claimed, then completed or failed.
 
@@ -77,13 +79,13 @@ class BamRunner:
         context = self.context
         if context.in_atomic_block:
             return report
-        if gated:
-            with context.cursor() as cursor:
-                cursor.execute(
-                    plans.try_set_bam_time(context.quoted_schema), {"seconds": self.interval_seconds}
-                )
-                if cursor.fetchone() is None:
-                    return report
+        if gated and (
+            context.one_or_none(
+                plans.try_set_bam_time(context.quoted_schema), {"seconds": self.interval_seconds}
+            )
+            is None
+        ):
+            return report
         report.claimed = True
         tried: set[Any] = set()
         while not self.stopping():
@@ -107,28 +109,24 @@ class BamRunner:
         # one, neither seeing the other's in_progress row yet; their two builds on one table then
         # deadlock (each CREATE INDEX CONCURRENTLY waits out the other's transaction). Claims are
         # serialized instead: under the lock, the claim's own snapshot sees a committed claim.
-        with context.atomic(), context.cursor() as cursor:
-            cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key("bam-claim")})
-            cursor.execute(
+        with context.atomic():
+            context.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key("bam-claim")})
+            claimed = context.records(
                 plans.claim_bam_command(context.quoted_schema),
                 {"grace": plans.LIVENESS_GRACE_SECONDS, "nspname": context.schema},
             )
-            row = cursor.fetchone()
-            if row is None:
-                return None
-            return dict(zip([c[0] for c in cursor.description], row, strict=True))
+        return claimed[0] if claimed else None
 
     def _release(self, entry: dict[str, Any]) -> None:
-        with self.context.cursor() as cursor:
-            cursor.execute(
-                plans.release_bam_command(self.context.quoted_schema),
-                {
-                    "id": entry["id"],
-                    "status": entry["prior_status"],
-                    "prior_started_on": entry["prior_started_on"],
-                    "started_on": entry["started_on"],
-                },
-            )
+        self.context.execute(
+            plans.release_bam_command(self.context.quoted_schema),
+            {
+                "id": entry["id"],
+                "status": entry["prior_status"],
+                "prior_started_on": entry["prior_started_on"],
+                "started_on": entry["started_on"],
+            },
+        )
 
     def _build(self, entry: dict[str, Any], report: BamReport) -> None:
         context = self.context
@@ -137,10 +135,8 @@ class BamRunner:
             if not built:
                 # The command is the text job_table_run_async() wrote into the schema's own bam
                 # table (a pg-boss migration's statement, its table name filled in), run as is.
-                with context.cursor() as cursor:
-                    cursor.execute(entry["command"])
-            with context.cursor() as cursor:
-                cursor.execute(plans.set_bam_completed(context.quoted_schema), {"id": entry["id"]})
+                context.execute(entry["command"])
+            context.execute(plans.set_bam_completed(context.quoted_schema), {"id": entry["id"]})
             report.completed.append((entry["name"], entry["table_name"]))
             logger.info(
                 "bam: built %s on %s (version %s)", entry["name"], entry["table_name"], entry["version"]
@@ -151,10 +147,9 @@ class BamRunner:
             report.failed[(entry["name"], entry["table_name"])] = error
             logger.error("bam: %s on %s failed: %s", entry["name"], entry["table_name"], error)
             try:
-                with context.cursor() as cursor:
-                    cursor.execute(
-                        plans.set_bam_failed(context.quoted_schema), {"id": entry["id"], "error": error}
-                    )
+                context.execute(
+                    plans.set_bam_failed(context.quoted_schema), {"id": entry["id"], "error": error}
+                )
             except DatabaseError as mark_exc:
                 # The failure often took the connection with it, and then the mark fails too: the row
                 # stays in_progress, and the next claim takes it back once no build holds its table.
@@ -198,15 +193,12 @@ class BamRunner:
         if match is None:
             return False
         context = self.context
-        with context.cursor() as cursor:
-            cursor.execute(plans.probe_index(), {"nspname": context.schema, "relname": match.group(1)})
-            row = cursor.fetchone()
+        row = context.one_or_none(plans.probe_index(), {"nspname": context.schema, "relname": match.group(1)})
         if row is None:
             return False
         if not row[0]:
             return True
-        with context.cursor() as cursor:
-            cursor.execute(
-                plans.drop_index_concurrently(context.quoted_schema, quote_identifier(match.group(1)))
-            )
+        context.execute(
+            plans.drop_index_concurrently(context.quoted_schema, quote_identifier(match.group(1)))
+        )
         return False

@@ -56,13 +56,11 @@ class FlowResolver:
         """One flow pass; ``gated`` (the loop's) only when no monitor ran one within the interval."""
         report = FlowReport()
         if gated:
-            with self.context.cursor() as cursor:
-                cursor.execute(
-                    flow_plans.try_set_flow_time(self.context.quoted_schema),
-                    {"seconds": self.interval_seconds},
-                )
-                if cursor.fetchone() is None:
-                    return report
+            gate = self.context.one_or_none(
+                flow_plans.try_set_flow_time(self.context.quoted_schema), {"seconds": self.interval_seconds}
+            )
+            if gate is None:
+                return report
         report.claimed = True
         report.resolved = self.store.resolve(self.queues, sender=self.sender, instance=self.instance)
         if report.resolved:

@@ -59,13 +59,12 @@ class Health:
         # transaction only reports.
         rebuilding = pgboss_settings.REINDEX and not context.in_atomic_block
         if rebuilding and not force:
-            with context.cursor() as cursor:
-                cursor.execute(
-                    plans.claim_reindex(context.quoted_schema),
-                    {"interval": pgboss_settings.REINDEX_INTERVAL_SECONDS},
-                )
-                if cursor.fetchone() is None:
-                    return []
+            claim = context.one_or_none(
+                plans.claim_reindex(context.quoted_schema),
+                {"interval": pgboss_settings.REINDEX_INTERVAL_SECONDS},
+            )
+            if claim is None:
+                return []
         elif not force:
             # A pass that can only report leaves the shared claim alone (taking it would cost a
             # monitor that can rebuild its window, pg-boss's reasoning) and keeps to the interval on
@@ -85,10 +84,7 @@ class Health:
                 self._drop_leftovers()
             for index in targets:
                 try:
-                    with context.cursor() as cursor:
-                        cursor.execute(
-                            plans.reindex_index(context.quoted_schema, quote_identifier(index.name))
-                        )
+                    context.execute(plans.reindex_index(context.quoted_schema, quote_identifier(index.name)))
                     rebuilt.append(index.name)
                 except Exception as exc:  # a lock timeout, a lost connection: reported, next one tried
                     failed[index.name] = str(exc).strip().splitlines()[0]
@@ -131,14 +127,11 @@ class Health:
 
     def _drop_leftovers(self) -> None:
         context = self.context
-        with context.cursor() as cursor:
-            cursor.execute(
-                plans.reindex_leftovers(context.quoted_schema, any_owner=False), {"nspname": context.schema}
-            )
-            leftovers = [name for (name,) in cursor.fetchall()]
-        for name in leftovers:
-            with context.cursor() as cursor:
-                cursor.execute(plans.drop_index_concurrently(context.quoted_schema, quote_identifier(name)))
+        rows = context.all(
+            plans.reindex_leftovers(context.quoted_schema, any_owner=False), {"nspname": context.schema}
+        )
+        for (name,) in rows:
+            context.execute(plans.drop_index_concurrently(context.quoted_schema, quote_identifier(name)))
 
     # -- vacuum ----------------------------------------------------------------------------------
 
@@ -149,9 +142,7 @@ class Health:
         from django_pgboss.monitor.supervisor import warn
 
         context = self.context
-        with context.cursor() as cursor:
-            cursor.execute(plans.job_table_garbage(context.quoted_schema), {"nspname": context.schema})
-            rows = cursor.fetchall()
+        rows = context.all(plans.job_table_garbage(context.quoted_schema), {"nspname": context.schema})
         present = {row[0] for row in rows}
         for table in list(self.garbage):
             if table not in present:
@@ -227,9 +218,7 @@ class Health:
     def _horizon_holder(self) -> dict[str, Any] | None:
         """The widest holder of the MVCC horizon (a backend's open transaction, a replication slot,
         a standby, a prepared transaction), or None when none can be named."""
-        with self.context.cursor() as cursor:
-            cursor.execute(plans.xmin_horizon())
-            row = cursor.fetchone()
+        row = self.context.one_or_none(plans.xmin_horizon())
         if row is None:
             return None
         backends, slots, standbys, prepared, pid, application, state, seconds = row

@@ -387,12 +387,10 @@ def _monitor_status(
 def _warnings(context: DatabaseContext, queues: Sequence[str] | None, window: int) -> WarningsStatus:
     if not pgboss_settings.PERSIST_WARNINGS:
         return WarningsStatus(persisted=False, window_seconds=window)
-    with context.cursor() as cursor:
-        cursor.execute(
-            maintenance_plans.recent_warnings(context.quoted_schema),
-            {"seconds": window, "limit": WARNINGS_LISTED},
-        )
-        rows = cursor.fetchall()
+    rows = context.all(
+        maintenance_plans.recent_warnings(context.quoted_schema),
+        {"seconds": window, "limit": WARNINGS_LISTED},
+    )
     items = []
     for kind, message, data, created_on in rows:
         # Django's PostgreSQL backend hands jsonb back as its text.

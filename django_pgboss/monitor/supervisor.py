@@ -1,4 +1,4 @@
-"""The monitor's pass over the queues (pg-boss 12.35's supervise).
+"""The monitor's pass over the queues (pg-boss 12.38's supervise).
 
 One pass, for every job table and every chunk of up to 100 of its queues:
 
@@ -14,8 +14,10 @@ One pass, for every job table and every chunk of up to 100 of its queues:
    when this pass did not count them): each sweep reads every row of the queues it names, since
    no index of schema 43 holds only active jobs, so running them for queues with nothing to fail
    made the sweeps two thirds of a pass's cost (bench/README.md, "Supervise");
-4. claim the queues whose retention is due (maintain_on), delete their old jobs, then the flow
-   edges (job_dependency) whose child or parent job is gone.
+4. claim the queues whose retention is due (maintain_on) and, one queue at a time, delete their
+   old jobs, then the flow edges (job_dependency) whose child or parent job is gone, each a
+   bounded batch at a time (monitor/retention.py); a queue whose maintenance fails hands back the
+   claims of those not yet done.
 
 Then the tail: the vacuum backoff when the pass's aggregates held their snapshots too long, and
 retention of queue_stats partitions and warnings. Any number of monitors may run this at once.
@@ -45,9 +47,9 @@ from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import queue_claims_skip_locked
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier, quote_job_table
+from django_pgboss.monitor.retention import maintain
 from django_pgboss.monitor.slow_queries import timed_statements
 from django_pgboss.observability.logs import queue_extra
-from django_pgboss.plans import flows as flow_plans
 from django_pgboss.plans import instances as instance_plans
 from django_pgboss.plans import maintenance as maintenance_plans
 from django_pgboss.plans import queues as queue_plans
@@ -100,8 +102,7 @@ def _supervise(
     names = None if queues is None else [validate_queue_name(q) for q in queues]
     persist = pgboss_settings.PERSIST_QUEUE_STATS
     if persist:
-        with context.cursor() as cursor:
-            cursor.execute(maintenance_plans.ensure_queue_stats_partitions(context.quoted_schema))
+        context.execute(maintenance_plans.ensure_queue_stats_partitions(context.quoted_schema))
     for table, table_queues in _queue_tables(context, names):
         for start in range(0, len(table_queues), CHUNK_SIZE):
             chunk = table_queues[start : start + CHUNK_SIZE]
@@ -115,7 +116,7 @@ def _supervise(
                 # next pass, as a job that does so just after pg-boss's sweep is.
                 expired, stalled = (claimed, claimed) if due is None else due
                 _fail_silent(context, table, expired, stalled, report)
-                _maintain(context, table, queues, report)
+                maintain(context, table, queues, report)
 
             if _isolated(context, chunk_pass) is not None:
                 _queue_by_queue(context, table, chunk, chunk_pass, report, sender)
@@ -184,14 +185,13 @@ def _queue_by_queue(
 
 
 def _queue_tables(context: DatabaseContext, names: list[str] | None) -> list[tuple[str, list[str]]]:
-    with context.cursor() as cursor:
-        if names is None:
-            cursor.execute(maintenance_plans.queue_tables(context.quoted_schema, by_name=False))
-        else:
-            cursor.execute(
-                maintenance_plans.queue_tables(context.quoted_schema, by_name=True), {"names": names}
-            )
-        return [(quote_job_table(table), list(queues)) for table, queues in cursor.fetchall()]
+    if names is None:
+        rows = context.all(maintenance_plans.queue_tables(context.quoted_schema, by_name=False))
+    else:
+        rows = context.all(
+            maintenance_plans.queue_tables(context.quoted_schema, by_name=True), {"names": names}
+        )
+    return [(quote_job_table(table), list(queues)) for table, queues in rows]
 
 
 def _count(
@@ -211,17 +211,15 @@ def _count(
     held the stats lock), so the caller cannot know and sweeps them all.
     """
     schema = context.quoted_schema
-    with context.cursor() as cursor:
-        cursor.execute(
-            stats_plans.claim_due_queues(
-                schema,
-                "monitor_claim_on",
-                fallback="monitor_on",
-                skip_locked=queue_claims_skip_locked(pgboss_settings.BACKEND),
-            ),
-            {"names": chunk, "seconds": interval},
-        )
-        claimed = cursor.fetchall()
+    claimed = context.all(
+        stats_plans.claim_due_queues(
+            schema,
+            "monitor_claim_on",
+            fallback="monitor_on",
+            skip_locked=queue_claims_skip_locked(pgboss_settings.BACKEND),
+        ),
+        {"names": chunk, "seconds": interval},
+    )
     queues = [row[0] for row in claimed]
     if not claimed or not claimed[0][1]:
         # Nothing due, or the vacuum backoff holds the aggregate off (the sweeps still run).
@@ -234,11 +232,10 @@ def _count(
     # Only in a transaction of the pass's own: SET LOCAL lasts until the outermost transaction
     # ends, so inside a caller's it would outlive the count.
     own_transaction = not context.in_atomic_block
-    with context.atomic(), context.cursor() as cursor:
+    with context.atomic():
         if own_transaction:
-            cursor.execute(stats_plans.jit_off())
-        cursor.execute(stats_plans.cache_queue_stats(schema, table, throughput=persist), params)
-        rows = cursor.fetchall()
+            context.execute(stats_plans.jit_off())
+        rows = context.all(stats_plans.cache_queue_stats(schema, table, throughput=persist), params)
         if rows and persist:
             # The snapshot copies the queue rows the count just wrote, in the count's transaction:
             # its row locks and its stats try-lock keep every other monitor from claiming and
@@ -247,8 +244,8 @@ def _count(
             # slower than the interval), and both snapshots then held that count's window: the
             # first window's jobs were in no snapshot at all, and the true-up could not find them,
             # since the duplicated window made the snapshots' sum look complete.
-            cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key("queue-stats-insert")})
-            cursor.execute(stats_plans.insert_queue_stats(schema), {"names": [row[0] for row in rows]})
+            context.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key("queue-stats-insert")})
+            context.execute(stats_plans.insert_queue_stats(schema), {"names": [row[0] for row in rows]})
     if not rows:
         return queues, None  # another monitor held the stats lock and is counting these queues
     report.counted += [row[0] for row in rows]
@@ -256,12 +253,11 @@ def _count(
     if persist:
         late = [row[0] for row in rows if row[3]]
         if late:
-            with context.atomic(), context.cursor() as cursor:
-                cursor.execute(
+            with context.atomic():
+                trued = context.one_or_none(
                     stats_plans.true_up_queue_stats(schema, table),
                     {"names": late, "lock_key": context.lock_key("queue-stats")},
                 )
-                trued = cursor.fetchone()
             if trued is not None:
                 report.trued_up += trued[0]
                 report.stats_seconds += trued[1]
@@ -292,48 +288,22 @@ def _fail_silent(
     for kind, lock_name, plan, output, queues in sweeps:
         if not queues:
             continue
-        with context.atomic(), context.cursor() as cursor:
-            cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}{lock_name}")})
-            cursor.execute(plan(schema, table), {"output": to_json(output, "output"), "names": queues})
-            setattr(report, kind, getattr(report, kind) + cursor.fetchone()[0])
-
-
-def _maintain(context: DatabaseContext, table: str, chunk: list[str], report: PassReport) -> None:
-    schema = context.quoted_schema
-    with context.cursor() as cursor:
-        cursor.execute(
-            stats_plans.claim_due_queues(
-                schema, "maintain_on", skip_locked=queue_claims_skip_locked(pgboss_settings.BACKEND)
-            ),
-            {"names": chunk, "seconds": pgboss_settings.MAINTENANCE_INTERVAL_SECONDS},
-        )
-        due = [row[0] for row in cursor.fetchall()]
-    if not due:
-        return
-    with context.atomic(), context.cursor() as cursor:
-        cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}deletion")})
-        # The deletion also counts what each queue keeps (retained_count, total_count).
-        cursor.execute(maintenance_plans.delete_old_jobs(schema, table), {"names": due})
-        report.deleted += cursor.fetchone()[0]
-    # Then the flow edges whose child or parent is gone (deleted just now, or by delete_job() or a
-    # purge since), as pg-boss's maintenance follows its deletion with cleanupDependencies.
-    with context.atomic(), context.cursor() as cursor:
-        cursor.execute(
-            queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}cleanupDependencies")}
-        )
-        cursor.execute(flow_plans.cleanup_dependencies(schema, table), {"names": due})
-        report.dependencies_deleted += cursor.rowcount
-    report.maintained += due
+        with context.atomic():
+            context.execute(
+                queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}{lock_name}")}
+            )
+            (swept,) = context.one(
+                plan(schema, table), {"output": to_json(output, "output"), "names": queues}
+            )
+            setattr(report, kind, getattr(report, kind) + swept)
 
 
 def _apply_backoff(context: DatabaseContext, report: PassReport, sender: Any = None) -> None:
     if not report.stats_seconds or not pgboss_settings.MONITOR_VACUUM:
         return
-    with context.cursor() as cursor:
-        cursor.execute(
-            maintenance_plans.set_monitor_backoff(context.quoted_schema), {"elapsed": report.stats_seconds}
-        )
-        row = cursor.fetchone()
+    row = context.one_or_none(
+        maintenance_plans.set_monitor_backoff(context.quoted_schema), {"elapsed": report.stats_seconds}
+    )
     if row is None:
         return
     naptime, remaining, until = row
@@ -358,19 +328,17 @@ def _apply_backoff(context: DatabaseContext, report: PassReport, sender: Any = N
 
 def _retention(context: DatabaseContext, persist: bool) -> None:
     schema = context.quoted_schema
-    with context.cursor() as cursor:
-        if persist:
-            cursor.execute(
-                maintenance_plans.drop_old_queue_stats_partitions(schema),
-                {"days": pgboss_settings.QUEUE_STATS_RETENTION_DAYS},
-            )
-            for (partition,) in cursor.fetchall():
-                cursor.execute(maintenance_plans.drop_table(schema, quote_identifier(partition)))
-        if pgboss_settings.PERSIST_WARNINGS:
-            cursor.execute(
-                maintenance_plans.delete_old_warnings(schema),
-                {"days": pgboss_settings.WARNING_RETENTION_DAYS},
-            )
+    if persist:
+        partitions = context.all(
+            maintenance_plans.drop_old_queue_stats_partitions(schema),
+            {"days": pgboss_settings.QUEUE_STATS_RETENTION_DAYS},
+        )
+        for (partition,) in partitions:
+            context.execute(maintenance_plans.drop_table(schema, quote_identifier(partition)))
+    if pgboss_settings.PERSIST_WARNINGS:
+        context.execute(
+            maintenance_plans.delete_old_warnings(schema), {"days": pgboss_settings.WARNING_RETENTION_DAYS}
+        )
 
 
 def _maintain_instances(context: DatabaseContext, sender: Any) -> None:
@@ -380,9 +348,8 @@ def _maintain_instances(context: DatabaseContext, sender: Any) -> None:
     none on the instance table, and that must not fail the pass."""
 
     def prune() -> None:
-        with context.cursor() as cursor:
-            cursor.execute(instance_plans.delete_old_instances(context.quoted_schema))
-            cursor.execute(instance_plans.trim_dead_instances(context.quoted_schema))
+        context.execute(instance_plans.delete_old_instances(context.quoted_schema))
+        context.execute(instance_plans.trim_dead_instances(context.quoted_schema))
 
     error = _isolated(context, prune)
     if error is not None:
@@ -409,11 +376,10 @@ def warn(
     )
     report.warnings.append(kind)
     if pgboss_settings.PERSIST_WARNINGS:
-        with context.cursor() as cursor:
-            cursor.execute(
-                maintenance_plans.insert_warning(context.quoted_schema),
-                {"type": kind, "message": message, "data": json.dumps(data, default=str)},
-            )
+        context.execute(
+            maintenance_plans.insert_warning(context.quoted_schema),
+            {"type": kind, "message": message, "data": json.dumps(data, default=str)},
+        )
     signals.send(
         signals.warning_raised,
         sender,

@@ -122,11 +122,9 @@ class Timekeeper:
         uses the server's clock.
         """
         report = CronReport()
-        with self.context.cursor() as cursor:
-            cursor.execute(
-                schedule_plans.claim_cron(self.context.quoted_schema), {"seconds": self.interval_seconds}
-            )
-            prior_pass, claimed, database_now = cursor.fetchone()
+        prior_pass, claimed, database_now = self.context.one(
+            schedule_plans.claim_cron(self.context.quoted_schema), {"seconds": self.interval_seconds}
+        )
         report.claimed = claimed
         if claimed:
             self._file_due(report, now or database_now, prior_pass)
@@ -198,11 +196,10 @@ class Timekeeper:
         if relabelled:
             # After the sends, so a failed relabel cannot cost an occurrence: the row fires either
             # way; the relabel makes get_schedules() tell the truth about its format.
-            with self.context.cursor() as cursor:
-                cursor.execute(
-                    schedule_plans.set_schedule_kinds(self.context.quoted_schema),
-                    {"records": json.dumps(relabelled)},
-                )
+            self.context.execute(
+                schedule_plans.set_schedule_kinds(self.context.quoted_schema),
+                {"records": json.dumps(relabelled)},
+            )
 
     def send_filed_jobs(self, batch_size: int = 50) -> int:
         """Work the send-it queue: send each filed occurrence to its queue; returns how many were sent."""
@@ -235,11 +232,10 @@ class Timekeeper:
                 records = [
                     {"name": name, "key": key, "jobId": job_id} for (name, key), (job_id, _) in last.items()
                 ]
-                with self.context.cursor() as cursor:
-                    cursor.execute(
-                        schedule_plans.set_last_job_ids(self.context.quoted_schema),
-                        {"records": json.dumps(records)},
-                    )
+                self.context.execute(
+                    schedule_plans.set_last_job_ids(self.context.quoted_schema),
+                    {"records": json.dumps(records)},
+                )
             jobs = self._jobs.fetch(SEND_IT_QUEUE, batch_size=batch_size) if len(jobs) == batch_size else []
         return sent
 

@@ -237,7 +237,7 @@ def latency_histograms(readings: Iterable[QueueReading]) -> Iterator[Any]:
 class MonitorMetrics:
     """The monitor process's metrics: passes, their duration, the jobs they swept and deleted, and
     the throughput counters of the windows this monitor counted. ``observe()`` is an ``on_pass``
-    hook (monitor/runner.py's Monitor)."""
+    hook (monitor/service.py's Monitor)."""
 
     def __init__(self, context: DatabaseContext, registry: CollectorRegistry = PGBOSS_REGISTRY) -> None:
         self.context = context

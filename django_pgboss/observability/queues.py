@@ -49,9 +49,7 @@ def read_queues(context: DatabaseContext | None = None, *, oldest: bool = True) 
     """Every queue's reading, by name. Without ``oldest`` the job tables are not read at all."""
     context = context or DatabaseContext()
     schema = context.quoted_schema
-    with context.cursor() as cursor:
-        cursor.execute(metric_plans.queue_gauges(schema))
-        rows = cursor.fetchall()
+    rows = context.all(metric_plans.queue_gauges(schema))
     ages: dict[str, float | None] = {}
     if oldest:
         # Only queues the monitor saw jobs waiting in: an empty queue costs no probe. A queue
@@ -60,10 +58,10 @@ def read_queues(context: DatabaseContext | None = None, *, oldest: bool = True) 
         for name, _dl, table, queued, *_rest, counted_age in rows:
             if queued > 0 or counted_age is None:
                 tables.setdefault(table, []).append(name)
-        with context.cursor() as cursor:
-            for table, names in tables.items():
-                cursor.execute(metric_plans.oldest_ready(schema, quote_job_table(table)), {"names": names})
-                ages.update(cursor.fetchall())
+        for table, names in tables.items():
+            ages.update(
+                context.all(metric_plans.oldest_ready(schema, quote_job_table(table)), {"names": names})
+            )
     return [
         QueueReading(
             name=name,
@@ -112,6 +110,5 @@ def read_deltas(context: DatabaseContext, names: list[str]) -> dict[str, tuple[i
     """The throughput window (created, completed, failed) the last count wrote for each queue."""
     if not names:
         return {}
-    with context.cursor() as cursor:
-        cursor.execute(metric_plans.queue_deltas(context.quoted_schema), {"names": names})
-        return {name: (created, completed, failed) for name, created, completed, failed in cursor.fetchall()}
+    rows = context.all(metric_plans.queue_deltas(context.quoted_schema), {"names": names})
+    return {name: (created, completed, failed) for name, created, completed, failed in rows}

@@ -1,9 +1,10 @@
 """SQL for the background index builds pg-boss's migrations queue in ``bam`` (its "background async
 migrations"), which the monitor's bam pass (monitor/bam.py) runs, and for reading that table.
 
-pg-boss 12.35's migrations 27, 28, 33, 38, 40 and 43 enqueue ``CREATE INDEX CONCURRENTLY`` commands
-through job_table_run_async() instead of building the indexes inside the migration's transaction;
-a running pg-boss builds them one at a time afterwards. These statements are pg-boss's (its
+pg-boss 12.38's migrations 27, 28, 33, 38, 40, 43, 45 and 46 enqueue ``CREATE INDEX CONCURRENTLY``
+(and, for job_i5, ``DROP INDEX CONCURRENTLY``) commands instead of running them inside the
+migration's transaction, and so do our own upgrade steps; a running pg-boss, or our monitor, builds
+them one at a time afterwards. These statements are pg-boss's (its
 trySetBamTime, getNextBamCommand on the native-PostgreSQL path, bamHealProbe, bamHealDrop,
 releaseBamCommand, setBamCompleted, setBamFailed, getBamStatus, getBamEntries) with the values bound.
 """
@@ -49,7 +50,11 @@ def _stale(schema: str, started: str, table: str) -> str:
 def claim_bam_command(schema: str) -> str:
     """Claim the next command: the oldest pending one, else a failed or dead in_progress one (so a
     command that keeps failing never starves those behind it), and only while no command is being
-    built. Parameters: grace (seconds), nspname (the schema's name, unquoted).
+    built. A command waits while an earlier command of its migration on its table is not completed
+    (pg-boss 12.38's rule): an ordered pair such as version 40's build of job_i11 and retire of job_i5
+    never drops the old index beside a new one whose build failed. The earlier command stays
+    claimable, so its successful retry releases the ones behind it. Parameters: grace (seconds),
+    nspname (the schema's name, unquoted).
 
     Returns the row (id, name, version, queue, table_name, command) with ``reattempt`` (it ran
     before, so an interrupted build may have left an index behind), the status and started_on the
@@ -62,6 +67,11 @@ def claim_bam_command(schema: str) -> str:
       FROM {schema}.bam c
       WHERE (c.status IN ('pending', 'failed')
              OR (c.status = 'in_progress' AND {_stale(schema, "c.started_on", "c.table_name")}))
+        AND NOT EXISTS (
+          SELECT 1 FROM {schema}.bam p
+          WHERE p.version = c.version AND p.table_name = c.table_name
+            AND p.created_on < c.created_on AND p.status <> 'completed'
+        )
         AND NOT EXISTS (
           SELECT 1 FROM {schema}.bam g
           WHERE g.status = 'in_progress' AND NOT {_stale(schema, "g.started_on", "g.table_name")}
@@ -138,5 +148,5 @@ def bam_entries(schema: str) -> str:
     SELECT id, name, version, status, queue, table_name, command, error, created_on, started_on,
            completed_on
     FROM {schema}.bam
-    ORDER BY version, created_on
+    ORDER BY version, created_on, id
     """

@@ -162,7 +162,22 @@ def lock_attempt() -> str:
     return "SELECT set_config('lock_timeout', %(timeout)s, true)"
 
 
-def lock_for_upgrade(schema: str) -> str:
+def lock_for_upgrade(schema: str, *, stats: bool = True) -> str:
     """Lock every table a version step alters, job (with each of its partitions), queue and
-    queue_stats, in one statement, for the rest of the transaction. ``schema`` is quoted."""
-    return f"LOCK TABLE {schema}.job, {schema}.queue, {schema}.queue_stats IN ACCESS EXCLUSIVE MODE"
+    queue_stats, in one statement, for the rest of the transaction. ``schema`` is quoted;
+    ``stats`` False leaves out queue_stats, which a schema older than 35 does not have yet."""
+    tables = f"{schema}.job, {schema}.queue" + (f", {schema}.queue_stats" if stats else "")
+    return f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE"
+
+
+def forget_migrations_script(table: str) -> str:
+    """The statement ``pgboss_rollback --sql`` prints to forget pgboss's recorded migrations, for
+    psql (``table`` is Django's migration table, quoted by the connection): printed, never run
+    here, where the rollback deletes the records through Django's migration recorder."""
+    return f"DELETE FROM {table} WHERE app = 'pgboss';"
+
+
+def lock_timeout_script(timeout: str) -> str:
+    """The statement ``pgboss_rollback --sql`` prints first, for psql: the transaction's lock
+    timeout, as lock_attempt() sets it when the rollback runs here. ``timeout`` is our constant."""
+    return f"SET LOCAL lock_timeout = '{timeout}';"

@@ -135,6 +135,11 @@ def resolve_flow_jobs(schema: str, table: str) -> str:
 
     The children are locked in (name, id) order through the parent ``job`` table (a child may be
     in any queue's table), so two resolvers never lock them in opposite orders.
+
+    A child released by its last parent has its start_after moved up to the release (pg-boss
+    12.38), so its wait, in the monitor's histograms and ready_oldest_seconds, counts from when it
+    could first run rather than from when the flow was sent. A start_after still in the future is
+    kept.
     """
     return f"""
     WITH locked_parents AS (
@@ -162,7 +167,10 @@ def resolve_flow_jobs(schema: str, table: str) -> str:
     unblocked AS (
       UPDATE {schema}.job j
       SET pending_dependencies = GREATEST(j.pending_dependencies - lc.n, 0),
-          blocked = GREATEST(j.pending_dependencies - lc.n, 0) > 0
+          blocked = GREATEST(j.pending_dependencies - lc.n, 0) > 0,
+          start_after = CASE WHEN GREATEST(j.pending_dependencies - lc.n, 0) = 0
+            THEN GREATEST(j.start_after, {schema}.job_now())
+            ELSE j.start_after END
       FROM locked_children lc
       WHERE j.name = lc.name AND j.id = lc.id
       RETURNING 1
@@ -175,21 +183,4 @@ def resolve_flow_jobs(schema: str, table: str) -> str:
       RETURNING 1
     )
     SELECT count(*)::int FROM cleared
-    """
-
-
-def cleanup_dependencies(schema: str, table: str) -> str:
-    """Maintenance: delete the edges of the named queues whose child or parent job is gone from
-    ``table`` (deleted by retention, delete_job() or a purge), as pg-boss's cleanupDependencies.
-    Parameter: names.
-
-    A child whose parent was deleted before completing stays blocked (pg-boss's behaviour): its
-    pending count is not decremented, so it waits until retention deletes it in turn.
-    """
-    return f"""
-    DELETE FROM {schema}.job_dependency
-    WHERE (child_name = ANY(%(names)s::text[])
-        AND NOT EXISTS (SELECT 1 FROM {schema}.{table} j WHERE j.name = child_name AND j.id = child_id))
-      OR (parent_name = ANY(%(names)s::text[])
-        AND NOT EXISTS (SELECT 1 FROM {schema}.{table} j WHERE j.name = parent_name AND j.id = parent_id))
     """

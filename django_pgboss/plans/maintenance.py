@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from django_pgboss.plans.fragments import RETAINED_STATES, expired, stalled
+from django_pgboss.plans.fragments import expired, stalled
 from django_pgboss.plans.settle import fail_statement
-from django_pgboss.plans.stats import CACHED_LIVE_COUNT, DELTA_LAG
 
 
 def fail_expired_jobs(schema: str, table: str) -> str:
@@ -26,65 +25,6 @@ def queue_tables(schema: str, *, by_name: bool) -> str:
     """Each job table with the queues in it: every queue, or those in the array parameter."""
     where = "WHERE name = ANY(%(names)s::text[])" if by_name else ""
     return f"SELECT table_name, array_agg(name ORDER BY name) FROM {schema}.queue {where} GROUP BY table_name"
-
-
-def delete_old_jobs(schema: str, table: str) -> str:
-    """Retention: delete the named queues' finished jobs past delete_after_seconds (0 keeps them) and
-    waiting jobs past keep_until (start_after + retention_seconds), then count what they keep.
-    Parameter: names. Returns one row: how many jobs it deleted.
-
-    The count is pg-boss 12.38's retention sweep and setRetainedCount in one statement: each
-    queue's retained_count becomes the completed and cancelled jobs it keeps that finished by
-    DELTA_LAG before the sweep, retained_on that moment, so a completion committed late is still
-    ahead of the watermark and the next monitor pass counts it (see
-    plans.stats._retained_assignments()); total_count is the live jobs the last monitor pass
-    counted, plus those, plus the ones that finished since the watermark. The reads see the table
-    as the statement found it, so the jobs the delete removed are taken off them. The queue rows
-    are locked in name order, as the monitor's count locks them.
-    """
-    before = f"({schema}.job_now() - {DELTA_LAG})"
-    retained = RETAINED_STATES
-
-    def kept(column: str, window: str) -> str:
-        # What the table held in the window at the statement's start, less what the delete removed.
-        return f"""((SELECT count(*) FROM {schema}.{table} j WHERE j.name = n.name AND j.{retained}
-            AND {window.format(c="j.completed_on")})
-          - (SELECT count(*) FROM removed r WHERE r.name = n.name AND r.{retained}
-            AND {window.format(c="r.completed_on")}))::int AS {column}"""
-
-    return f"""
-    WITH removed AS (
-      DELETE FROM {schema}.{table}
-      WHERE name = ANY(%(names)s::text[])
-        AND (
-          (deletion_seconds > 0 AND completed_on + deletion_seconds * interval '1s' < {schema}.job_now())
-          OR (state < 'active' AND keep_until < {schema}.job_now())
-        )
-      RETURNING name, state, completed_on
-    ),
-    kept AS (
-      SELECT n.name,
-        {kept("retained", "{c} <= " + before)},
-        {kept("recent", "{c} > " + before + " AND {c} <= " + schema + ".job_now()")}
-      FROM unnest(%(names)s::text[]) AS n(name)
-    ),
-    counted AS (
-      UPDATE {schema}.queue SET
-        retained_count = kept.retained,
-        retained_on = {before},
-        total_count = {CACHED_LIVE_COUNT} + kept.retained + kept.recent
-      FROM (
-        SELECT name FROM {schema}.queue
-        WHERE name = ANY(%(names)s::text[])
-        ORDER BY name
-        FOR NO KEY UPDATE
-      ) q
-      JOIN kept ON kept.name = q.name
-      WHERE queue.name = q.name
-      RETURNING 1
-    )
-    SELECT (SELECT count(*) FROM removed)::bigint WHERE (SELECT count(*) FROM counted) >= 0
-    """
 
 
 def ensure_queue_stats_partitions(schema: str) -> str:

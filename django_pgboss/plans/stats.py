@@ -46,8 +46,9 @@ def claim_due_queues(
     ``skip_locked``, SKIP LOCKED: two monitors claiming overlapping sets take disjoint parts instead
     of waiting. Without it (pg-boss's profiles other than postgres, see
     ``constants.queue_claims_skip_locked()``) the second waits, and the name order alone keeps the
-    two free of deadlocks. A queue never claimed is due at once. Returns the claimed names and
-    whether the stats aggregate may run (no vacuum backoff in force).
+    two free of deadlocks. A queue never claimed is due at once. Returns the claimed names, whether
+    the stats aggregate may run (no vacuum backoff in force), and the stamp the claim wrote (what
+    hands it back).
     """
     if column not in {"monitor_claim_on", "maintain_on"}:
         raise ValueError(f"{column!r} is not a queue claim column")
@@ -64,7 +65,8 @@ def claim_due_queues(
     FROM due
     WHERE queue.name = due.name
     RETURNING queue.name,
-      NOT EXISTS (SELECT 1 FROM {schema}.version WHERE monitor_backoff_on > {schema}.job_now())
+      NOT EXISTS (SELECT 1 FROM {schema}.version WHERE monitor_backoff_on > {schema}.job_now()),
+      queue.{column}
     """
 
 

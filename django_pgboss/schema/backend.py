@@ -7,9 +7,9 @@ start from here, so the check and the refusal say the same sentence.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from django_pgboss.constants import Backend
+from django_pgboss.db.context import DatabaseContext
 from django_pgboss.plans import citus as citus_plans
 
 
@@ -23,15 +23,13 @@ class CitusFacts:
     workers: int
 
 
-def read_citus_facts(cursor: Any) -> CitusFacts:
-    """Read the facts on ``cursor``'s database: two catalog reads, no writes, no error on a
+def read_citus_facts(context: DatabaseContext) -> CitusFacts:
+    """Read the facts on ``context``'s database: two catalog reads, no writes, no error on a
     database without Citus (the node read runs only where the extension is)."""
-    cursor.execute(citus_plans.citus_extension())
-    row = cursor.fetchone()
+    row = context.one_or_none(citus_plans.citus_extension())
     if row is None:
         return CitusFacts(extension=None, coordinator=False, workers=0)
-    cursor.execute(citus_plans.citus_nodes())
-    coordinator, workers = cursor.fetchone()
+    coordinator, workers = context.one(citus_plans.citus_nodes())
     return CitusFacts(extension=row[0], coordinator=bool(coordinator), workers=int(workers))
 
 

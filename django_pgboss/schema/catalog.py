@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.plans import catalog as plans
 
@@ -81,38 +81,35 @@ def schema_normaliser(schema: str) -> Callable[[str | None], str | None]:
     return normalise
 
 
-def read_catalog(cursor: Any, schema: str) -> Catalog:
-    """Read ``schema``'s tables, partitions, columns, indexes, constraints, functions and types.
+def read_catalog(context: DatabaseContext) -> Catalog:
+    """Read the tables, partitions, columns, indexes, constraints, functions and types of
+    ``context``'s schema, on its database.
 
-    ``cursor`` is a DB-API cursor on the database; every query binds the schema name. A schema
-    that does not exist gives an empty Catalog with ``exists`` False.
+    Every query binds the schema name. A schema that does not exist gives an empty Catalog with
+    ``exists`` False.
     """
+    schema = context.schema
     norm = schema_normaliser(schema)
-    cursor.execute(plans.schema_exists(), {"nspname": schema})
-    if cursor.fetchone() is None:
+    if context.one_or_none(plans.schema_exists(), {"nspname": schema}) is None:
         return Catalog(exists=False)
     catalog = Catalog()
-    cursor.execute(plans.tables(), {"nspname": schema})
-    for name, relkind, parent, bound in cursor.fetchall():
+    for name, relkind, parent, bound in context.all(plans.tables(), {"nspname": schema}):
         catalog.tables[name] = relkind
         if parent is not None:
             catalog.partitions[name] = (parent, norm(bound) or "")
-    cursor.execute(plans.columns(), {"nspname": schema})
-    for table, column, type_, not_null, default in cursor.fetchall():
+    for table, column, type_, not_null, default in context.all(plans.columns(), {"nspname": schema}):
         catalog.columns.setdefault(table, {})[column] = Column(norm(type_) or "", not_null, norm(default))
-    cursor.execute(plans.indexes(), {"nspname": schema})
-    for name, table, definition, valid, backed in cursor.fetchall():
+    for name, table, definition, valid, backed in context.all(plans.indexes(), {"nspname": schema}):
         catalog.indexes[name] = Index(table, norm(definition) or "", valid, backed)
-    cursor.execute(plans.constraints(), {"nspname": schema})
-    for table, name, definition in cursor.fetchall():
+    for table, name, definition in context.all(plans.constraints(), {"nspname": schema}):
         catalog.constraints.setdefault(table, {})[name] = norm(definition) or ""
-    cursor.execute(plans.functions(), {"nspname": schema})
-    for name, arguments, result, language, volatility, body in cursor.fetchall():
+    for name, arguments, result, language, volatility, body in context.all(
+        plans.functions(), {"nspname": schema}
+    ):
         catalog.functions.setdefault(name, []).append(
             Function(norm(arguments) or "", norm(result) or "", language, volatility, norm(body) or "")
         )
-    cursor.execute(plans.types(), {"nspname": schema})
-    catalog.types = [name for (name,) in cursor.fetchall()]
-    cursor.execute(plans.enum_labels(), {"nspname": schema, "type_name": "job_state"})
-    catalog.enum = [label for (label,) in cursor.fetchall()]
+    catalog.types = [name for (name,) in context.all(plans.types(), {"nspname": schema})]
+    labels = context.all(plans.enum_labels(), {"nspname": schema, "type_name": "job_state"})
+    catalog.enum = [label for (label,) in labels]
     return catalog

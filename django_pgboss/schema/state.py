@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
-from django_pgboss.db.identifiers import quote_schema
+from django_pgboss.db.context import DatabaseContext
 from django_pgboss.plans import catalog as plans
 from django_pgboss.schema.catalog import Catalog, read_catalog
 from django_pgboss.schema.drift import DriftReport, QueueTable, compare
@@ -54,40 +53,39 @@ class SchemaState:
         return found
 
 
-def read_state(cursor: Any, schema: str) -> SchemaState:
-    """Read ``schema``'s catalog and version; at a version with a manifest, compare it with that."""
-    catalog = read_catalog(cursor, schema)
-    state = SchemaState(schema, catalog)
+def read_state(context: DatabaseContext) -> SchemaState:
+    """Read the catalog and version of ``context``'s schema; at a version with a manifest, compare
+    it with that."""
+    catalog = read_catalog(context)
+    state = SchemaState(context.schema, catalog)
     if not state.installed:
         return state
-    quoted = quote_schema(schema)
-    cursor.execute(plans.versions(quoted))
-    state.versions = [int(v) for (v,) in cursor.fetchall()]
+    state.versions = [int(v) for (v,) in context.all(plans.versions(context.quoted_schema))]
     if state.version in MANIFEST_VERSIONS:
-        state.queues = read_partitioned_queues(cursor, schema, catalog)
-        building = read_unfinished_builds(cursor, schema, catalog)
+        state.queues = read_partitioned_queues(context, catalog)
+        building = read_unfinished_builds(context, catalog)
         state.report = compare(expected_catalog(state.version), catalog, state.queues, building)
     return state
 
 
-def read_version(cursor: Any, schema: str) -> int | None:
-    """The schema's version, or None when it has no version table or not exactly one row in it."""
-    quoted = quote_schema(schema)
-    cursor.execute(plans.version_table(), {"relation": f"{quoted}.version"})
-    if cursor.fetchone()[0] is None:
+def read_version(context: DatabaseContext) -> int | None:
+    """The version of ``context``'s schema, or None when it has no version table or not exactly
+    one row in it."""
+    quoted = context.quoted_schema
+    (table,) = context.one(plans.version_table(), {"relation": f"{quoted}.version"})
+    if table is None:
         return None
-    cursor.execute(plans.versions(quoted))
-    rows = cursor.fetchall()
+    rows = context.all(plans.versions(quoted))
     return int(rows[0][0]) if len(rows) == 1 else None
 
 
-def read_unfinished_builds(cursor: Any, schema: str, catalog: Catalog) -> frozenset[str]:
+def read_unfinished_builds(context: DatabaseContext, catalog: Catalog) -> frozenset[str]:
     """The indexes a bam command not yet completed will build: pg-boss's drift check counts a
     missing one among those as still building, not as drift."""
     if "bam" not in catalog.tables:
         return frozenset()
-    cursor.execute(plans.unfinished_index_builds(quote_schema(schema)))
-    return frozenset(name for (command,) in cursor.fetchall() if (name := built_index(command)))
+    rows = context.all(plans.unfinished_index_builds(context.quoted_schema))
+    return frozenset(name for (command,) in rows if (name := built_index(command)))
 
 
 def built_index(command: str) -> str | None:
@@ -96,13 +94,13 @@ def built_index(command: str) -> str | None:
     return match.group(1) if match else None
 
 
-def read_partitioned_queues(cursor: Any, schema: str, catalog: Catalog) -> list[QueueTable]:
+def read_partitioned_queues(context: DatabaseContext, catalog: Catalog) -> list[QueueTable]:
     """The queues that have a table of their own, when the queue table can say (else none)."""
     queue_columns = catalog.columns.get("queue", {})
     if not {"name", "table_name", "policy", "partition"} <= set(queue_columns):
         return []
-    cursor.execute(plans.partitioned_queues(quote_schema(schema)))
-    return [QueueTable(name, table, policy) for name, table, policy in cursor.fetchall()]
+    rows = context.all(plans.partitioned_queues(context.quoted_schema))
+    return [QueueTable(name, table, policy) for name, table, policy in rows]
 
 
 def describe(state: SchemaState, database: str) -> str:

@@ -23,6 +23,7 @@ from django.utils.module_loading import import_string
 
 from django_pgboss.exceptions import TaskNotFound
 from django_pgboss.records import Job
+from django_pgboss.tasks.attempt_history import META_KEY, History, padded, traceback_text
 from django_pgboss.tasks.compat import (
     Task,
     TaskContext,
@@ -32,7 +33,6 @@ from django_pgboss.tasks.compat import (
     normalize_json,
     task_started,
 )
-from django_pgboss.tasks.history import META_KEY, History, padded, traceback_text
 from django_pgboss.tasks.task_classes import UnresolvedTask
 from django_pgboss.wire import to_json
 

@@ -57,7 +57,8 @@ from django_pgboss.exceptions import (
     TaskNotFound,
 )
 from django_pgboss.plans import tasks as task_plans
-from django_pgboss.records import Job, jobs_from_cursor
+from django_pgboss.records import Job, jobs_from_table
+from django_pgboss.tasks.attempt_history import History, lost_error, padded, return_value
 from django_pgboss.tasks.attempts import WORKER_ID, Attempt, is_task_data, resolve_task
 from django_pgboss.tasks.compat import (
     TASK_MAX_PRIORITY,
@@ -73,7 +74,6 @@ from django_pgboss.tasks.compat import (
     task_enqueued,
     task_finished,
 )
-from django_pgboss.tasks.history import History, lost_error, padded, return_value
 from django_pgboss.tasks.runners import AsyncTaskRunner, TaskHandler, TaskRunner
 from django_pgboss.tasks.task_classes import TASK_JOB_OPTIONS, PgBossTask, UnresolvedTask, unresolved
 from django_pgboss.wire import random_uuid_text, to_json
@@ -294,12 +294,12 @@ class PgBossBackend(BaseTaskBackend):
             job_id = str(uuid.UUID(str(result_id)))
         except ValueError:
             raise TaskResultDoesNotExist(result_id) from None
-        with self.context.cursor() as cursor:
-            cursor.execute(
+        found = jobs_from_table(
+            self.context.table(
                 task_plans.get_task_job(self.context.quoted_schema),
                 {"names": sorted(self.queues), "id": job_id},
             )
-            found = jobs_from_cursor(cursor)
+        )
         job = found[0] if found else None
         if job is None or not is_task_data(job.data):
             raise TaskResultDoesNotExist(result_id)
@@ -441,16 +441,15 @@ class PgBossBackend(BaseTaskBackend):
             "ended": ended,
         }
         context = self.context
-        with context.cursor() as cursor:
-            cursor.execute(
-                task_plans.record_attempt(context.quoted_schema, context.route(job.name).table),
-                {
-                    "name": job.name,
-                    "id": job.id,
-                    "attempt": job.retry_count,
-                    "history": to_json(history, "history"),
-                },
-            )
+        context.execute(
+            task_plans.record_attempt(context.quoted_schema, context.route(job.name).table),
+            {
+                "name": job.name,
+                "id": job.id,
+                "attempt": job.retry_count,
+                "history": to_json(history, "history"),
+            },
+        )
 
     def _in_transaction(self) -> bool:
         """Whether this thread's connection is inside a transaction the worker opened (a

@@ -6,7 +6,7 @@ Which queues: those with a coroutine task (``async def``) among the tasks the wo
 no async task keeps its handler threads (TaskRunner), unchanged.
 
 A coroutine task is awaited on the worker's event loop, in its job's own ThreadSensitiveContext
-(worker/async_runner.py), so ``concurrency`` of them run at once on one thread and the async ORM
+(worker/async_slots.py), so ``concurrency`` of them run at once on one thread and the async ORM
 works inside it. What touches the database or sends a signal (the attempt recorded, task_started,
 a failed attempt's error) runs on the job's thread through thread-sensitive sync_to_async, where
 receivers may query as they do for a threaded task; task_finished follows the worker's storing of

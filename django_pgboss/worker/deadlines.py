@@ -21,14 +21,16 @@ longest ``expire_in_seconds`` of its jobs, as pg-boss's handler timeout is for a
 from __future__ import annotations
 
 import threading
-import time
+from collections.abc import Callable
 
 from django.db import connections
 
 from django_pgboss.cancellation import DEADLINE
-from django_pgboss.records import Job
-from django_pgboss.worker.core import Detached, Unit, job_ids, logger
-from django_pgboss.worker.handlers import HandlerThreads
+from django_pgboss.observability.instruments import HandlerInstruments
+from django_pgboss.worker.handlers import HandlerPool
+from django_pgboss.worker.messages import Fail, Unit
+from django_pgboss.worker.overruns import HandlerOverruns
+from django_pgboss.worker.state import Board, job_ids, logger, start_thread
 
 #: How long a detached handler may go on after its signal before it counts as abandoned.
 ABANDON_GRACE_SECONDS = 1.0
@@ -49,74 +51,111 @@ def deadline_output(seconds: float, option: str = "expire_in_seconds") -> dict[s
     }
 
 
-class Deadlines(HandlerThreads):
-    """The deadline thread, the detached handlers, and the abandoned-thread limit."""
+class Deadlines:
+    """The deadline thread (``pgboss-deadlines``), and the abandoned-thread limit.
 
-    def _deadline_loop(self) -> None:
+    It fails the units of ``pool`` that pass their deadline (the pool detaches their threads),
+    and counts ``abandoned_coroutines()`` (the async queues') against ``max_abandoned_threads``
+    with the pool's abandoned threads. ``exit_status`` is EXIT_ABANDONED_THREADS once it stopped
+    the worker for them, else 0.
+    """
+
+    def __init__(
+        self,
+        board: Board,
+        pool: HandlerPool,
+        *,
+        overruns: HandlerOverruns,
+        instruments: HandlerInstruments | None,
+        max_abandoned_threads: int,
+        abandoned_coroutines: Callable[[], int],
+    ) -> None:
+        self.board = board
+        self.pool = pool
+        self.overruns = overruns
+        self.instruments = instruments
+        self.max_abandoned_threads = max_abandoned_threads
+        self.abandoned_coroutines = abandoned_coroutines
+        self.exit_status = 0
+        # Wakes the thread before its next tick: a stop, an abort, the end of a stop's grace.
+        self.wake = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = start_thread("pgboss-deadlines", self._run)
+
+    def join(self, timeout: float) -> None:
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+    def _run(self) -> None:
         try:
             self._keep_deadlines()
         finally:
             connections.close_all()
 
     def _keep_deadlines(self) -> None:
+        board, clock = self.board, self.board.clock
         while True:
-            cancelled: list[tuple[str, list[Job]]] = []
+            cancelled: list[tuple[Unit, float, str]] = []
             wait = 0.0
-            with self._lock:
+            with board.lock:
                 # Kept through a stop's grace period too: a job that passes its deadline then is failed.
-                if (self._stopping.is_set() and not self._in_flight_count()) or self._aborting.is_set():
+                if (board.stopping.is_set() and not board.in_flight_count()) or board.aborting.is_set():
                     return
-                now = time.monotonic()
+                now = clock.monotonic()
                 upcoming = []
-                for thread, unit in list(self._current.items()):
+                for thread, unit in self.pool.running_units():
                     deadline = self._unit_deadline(unit)
                     if deadline is None:
                         continue
                     if deadline <= now:
-                        cancelled.append((unit[0], self._detach(thread, unit, now)))
+                        cancelled.append(self._detach(thread, now))
                     else:
                         upcoming.append(deadline)
                 if not cancelled:
                     wait = min([DEADLINE_TICK_SECONDS, *(deadline - now for deadline in upcoming)])
             if not cancelled:
-                # Its own event, not the worker's condition: that one is notified each time a
+                # Its own event, not the board's condition: that one is notified each time a
                 # handler ends a unit, which would wake this thread to scan the running units
                 # once per job (about 10 us a job at batch size 50, bench/README.md) though an
                 # ended unit only takes a deadline away. A new unit's is seen within a tick, as
                 # before; a stop and an abort set the event.
-                self._deadline_wake.wait(max(wait, 0.001))
-                self._deadline_wake.clear()
+                clock.wait(self.wake, max(wait, 0.001))
+                self.wake.clear()
                 continue
             # Outside the lock: a signal runs its callbacks, which are the handler's code.
-            for name, jobs in cancelled:
-                seconds, option = self._queues[name].deadline_seconds(jobs)
-                self._cancel(name, jobs, DEADLINE, f"the job passed its deadline ({option} {seconds})")
+            for unit, seconds, option in cancelled:
+                board.cancel(
+                    unit.queue, unit.jobs, DEADLINE, f"the job passed its deadline ({option} {seconds})"
+                )
                 # Its handler is still running: pg-boss's handler_overrun.
-                self._overruns.overrun(name, [job.id for job in jobs], seconds)
+                self.overruns.overrun(unit.queue, [job.id for job in unit.jobs], seconds)
 
     def _unit_deadline(self, unit: Unit) -> float | None:
         """The moment ``unit`` must be done by, or None once its jobs left in_flight."""
-        name, jobs = unit
-        deadlines = self._queues[name].deadlines
-        moments = [deadlines[job.id] for job in jobs if job.id in deadlines]
+        state = self.board.queues.get(unit.queue)
+        if state is None:
+            return None
+        deadlines = state.deadlines
+        moments = [deadlines[job.id] for job in unit.jobs if job.id in deadlines]
         return max(moments) if moments else None
 
-    def _detach(self, thread: threading.Thread, unit: Unit, now: float) -> list[Job]:
-        """Fail ``unit`` at its deadline and put a new handler thread in ``thread``'s place;
-        returns the jobs whose signal the caller sets. Called with ``self._lock`` held."""
-        name, jobs = unit
-        state = self._queues[name]
+    def _detach(self, thread: threading.Thread, now: float) -> tuple[Unit, float, str]:
+        """Fail ``thread``'s unit at its deadline and have the pool put a new handler thread in
+        its place; returns the unit, whose signals the caller sets, with its deadline's seconds
+        and option. Called with the lock held."""
+        board = self.board
+        unit = self.pool.detach(thread, now)
+        name, jobs = unit.queue, unit.jobs
+        state = board.queues[name]
         seconds, option = state.deadline_seconds(jobs)
         held = [job for job in jobs if state.release(job.id)]
-        del self._current[thread]
-        self._current_since.pop(thread, None)
-        self._handlers.pop(thread, None)
-        self._detached[thread] = Detached(name, jobs, now)
         state.free += 1
         if held:
             state.unsettled += 1
-            self._settle_queue.put(("fail", name, held, deadline_output(seconds, option)))
-        self.stats.add(deadlines=1)
+            board.settle(Fail(name, held, deadline_output(seconds, option)))
+        board.stats.add(deadlines=1)
         logger.warning(
             "job(s) %s of %s passed their deadline (%gs): failed so they retry, their signal set; "
             "%s goes on without its thread",
@@ -125,24 +164,17 @@ class Deadlines(HandlerThreads):
             seconds,
             name,
         )
-        self._lock.notify_all()
+        board.lock.notify_all()
         state.wake.set()
-        if not self._stopping.is_set():
-            self._spawn_handler(state, f"{thread.name}+")
-        return jobs
+        return unit, seconds, option
 
-    def _check_abandoned(self) -> None:
+    def check_abandoned(self) -> None:
         """Count the detached handlers that ignored their signal; stop past the limit."""
-        now = time.monotonic()
-        with self._lock:
-            for thread, detached in list(self._detached.items()):
-                if not thread.is_alive():
-                    del self._detached[thread]
-                    continue
-                if detached.abandoned or now - detached.since < ABANDON_GRACE_SECONDS:
-                    continue
-                detached.abandoned = True
-                self.stats.add(abandoned=1)
+        board = self.board
+        now = board.clock.monotonic()
+        with board.lock:
+            for thread, detached in self.pool.abandon_overdue(now, ABANDON_GRACE_SECONDS):
+                board.stats.add(abandoned=1)
                 if self.instruments is not None:
                     self.instruments.handler_abandoned(detached.name)
                 logger.error(
@@ -152,11 +184,11 @@ class Deadlines(HandlerThreads):
                     job_ids(detached.jobs),
                     detached.name,
                     now - detached.since,
-                    self._abandoned_running(),
+                    self.abandoned_running(),
                     self.max_abandoned_threads,
                 )
-            running = self._abandoned_running()
-        if running > self.max_abandoned_threads and not self._stopping.is_set():
+            running = self.abandoned_running()
+        if running > self.max_abandoned_threads and not board.stopping.is_set():
             logger.error(
                 "%d abandoned handler thread(s) are still running, more than max_abandoned_threads "
                 "(%d): stopping, to exit with status %d so that the process supervisor starts a "
@@ -166,9 +198,8 @@ class Deadlines(HandlerThreads):
                 EXIT_ABANDONED_THREADS,
             )
             self.exit_status = EXIT_ABANDONED_THREADS
-            self._stopping.set()
-            self._wake_all()
+            board.stop()
 
-    def _abandoned_running(self) -> int:
-        threads = sum(1 for thread, d in self._detached.items() if d.abandoned and thread.is_alive())
-        return threads + self._abandoned_coroutines
+    def abandoned_running(self) -> int:
+        """Abandoned handlers still running: the pool's threads and the async queues' coroutines."""
+        return self.pool.abandoned_running() + self.abandoned_coroutines()

@@ -10,22 +10,35 @@ longer land, as pg-boss aborts ``job.signal`` then. The rest of a batch runs on 
 
 from __future__ import annotations
 
-import time
+import threading
 
 from django.db import DatabaseError, connections
 
 from django_pgboss.cancellation import CLAIM_LOST
 from django_pgboss.records import Job
-from django_pgboss.worker.core import WorkerCore, job_ids, logger
+from django_pgboss.worker.ports import WorkerStore
+from django_pgboss.worker.state import Board, job_ids, logger, start_thread
 
 #: How often the heartbeat thread looks for jobs due a touch.
 HEARTBEAT_TICK_SECONDS = 0.5
 
 
-class Heartbeats(WorkerCore):
+class Heartbeats:
     """One thread (``pgboss-heartbeat``) for every queue's running jobs."""
 
-    def _heartbeat_loop(self) -> None:
+    def __init__(self, board: Board, store: WorkerStore) -> None:
+        self.board = board
+        self.store = store
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = start_thread("pgboss-heartbeat", self._run)
+
+    def join(self, timeout: float) -> None:
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+    def _run(self) -> None:
         """Touch running jobs of heartbeat queues on their interval (fenced)."""
         try:
             self._touch_until_stopped()
@@ -33,12 +46,13 @@ class Heartbeats(WorkerCore):
             connections.close_all()
 
     def _touch_until_stopped(self) -> None:
+        board, clock = self.board, self.board.clock
         failures = 0
-        while not self._stopping.wait(self._heartbeat_tick()) or self._in_flight_count():
+        while not clock.wait(board.stopping, self._tick()) or board.in_flight_count():
             due: dict[str, list[Job]] = {}
-            now = time.monotonic()
-            with self._lock:
-                for name, state in self._queues.items():
+            now = clock.monotonic()
+            with board.lock:
+                for name, state in board.queues.items():
                     refresh = state.registration.heartbeat_refresh_seconds
                     for job_id, job in state.in_flight.items():
                         interval = job.heartbeat_seconds
@@ -48,19 +62,21 @@ class Heartbeats(WorkerCore):
                             due.setdefault(name, []).append(job)
             for name, jobs in due.items():
                 try:
-                    touched = set(self.jobs.touch_attempts(name, jobs))
+                    touched = set(self.store.touch_attempts(name, jobs))
                     failures = 0
                 except DatabaseError as exc:
                     # A heartbeat that could not run says nothing about the claim: nothing is cancelled.
                     failures += 1
-                    self._database_trouble(f"touching jobs of {name}", exc, failures)
+                    board.database_trouble(f"touching jobs of {name}", exc, failures)
                     continue
-                with self._lock:
+                with board.lock:
+                    touched_queue = board.queues.get(name)
+                    last_touch = touched_queue.last_touch if touched_queue is not None else {}
                     for job in jobs:
-                        if job.id in self._queues[name].last_touch:
-                            self._queues[name].last_touch[job.id] = now
+                        if job.id in last_touch:
+                            last_touch[job.id] = now
                 lost = [job for job in jobs if job.id not in touched]
-                self._cancel(
+                board.cancel(
                     name,
                     lost,
                     CLAIM_LOST,
@@ -74,14 +90,14 @@ class Heartbeats(WorkerCore):
                         name,
                         job_ids(lost),
                     )
-            if self._aborting.is_set():
+            if board.aborting.is_set():
                 return
 
-    def _heartbeat_tick(self) -> float:
+    def _tick(self) -> float:
         """The tick: HEARTBEAT_TICK_SECONDS, or shorter for a queue with a shorter refresh."""
         refreshes = [
             state.registration.heartbeat_refresh_seconds
-            for state in self._queues.values()
+            for state in list(self.board.queues.values())
             if state.registration.heartbeat_refresh_seconds
         ]
         return min([HEARTBEAT_TICK_SECONDS, *refreshes])

@@ -2,7 +2,7 @@
 shape (one ``workers`` entry per queue, as pg-boss writes one per ``work()`` call).
 
 The registration itself is api/instances.py's; the worker only builds one (``registrar()``) and
-starts and stops it in its run (worker/runner.py).
+starts and stops it in its run (worker/engine.py).
 """
 
 from __future__ import annotations
@@ -32,9 +32,12 @@ def registrar(worker: Any) -> InstanceRegistrar:
         registrations = {r.queue: r for r in worker.registrations}
         result = []
         for queue in snapshot.queues:
-            registration = registrations[queue.name]
-            # One id per queue for the worker's life, as a work() call keeps its id.
-            work_id = ids.setdefault(queue.name, str(uuid.uuid4()))
+            registration = registrations.get(queue.name)
+            if registration is None:
+                continue  # off_work() is ending it
+            # The id Worker.work() returned for the queue, kept while the queue is worked, as a
+            # work() call keeps its id.
+            work_id = worker.work_ids.get(queue.name) or ids.setdefault(queue.name, str(uuid.uuid4()))
             options = {
                 wire: value
                 for option, wire in RECORDED_WORK_OPTIONS.items()

@@ -17,8 +17,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django_pgboss.api.boss import Boss
 from django_pgboss.api.queues import QueueStore
 from django_pgboss.exceptions import PgBossError
+from django_pgboss.worker import Worker
 from django_pgboss.worker.registry import Registration, autodiscover, registrations
-from django_pgboss.worker.runner import Worker
 
 #: ``(boss, tasks_backend) -> (registrations by queue, the Boss to run them on)``: where the
 #: handlers beyond @work come from (tasks/registrations.py's worker_tasks for the command).

@@ -81,7 +81,7 @@ class NotifyListener:
             self.wake(payload)
 
     def _wake_all(self) -> None:
-        for name in self.queues:
+        for name in list(self.queues):
             self.wake(name)
 
     def _run(self) -> None:

@@ -64,7 +64,7 @@ class Registration:
 
     @property
     def is_async(self) -> bool:
-        """Whether the handler is an ``async def``, run on the worker's event loop (worker/async_runner.py)."""
+        """Whether the handler is an ``async def``, run on the worker's event loop (worker/async_slots.py)."""
         return is_async_handler(self.handler)
 
     @property
@@ -156,7 +156,7 @@ def validated(registration: Registration) -> Registration:
         )
     if registration.transactional and registration.is_async:
         # The transaction is the worker thread's, around a sync call; an async handler's ORM
-        # calls run on its job's own thread (worker/async_runner.py), outside that transaction.
+        # calls run on its job's own thread (worker/async_slots.py), outside that transaction.
         raise InvalidOption(
             f"an async handler cannot be transactional=True (queue {registration.queue!r}, "
             f"{registration.label}): the handler and its job's completion share one transaction on "

@@ -19,9 +19,9 @@ from typing import Any
 
 from django_pgboss.records import Job
 from django_pgboss.wire import EncodedOutput, output_value, storable_text, to_json
-from django_pgboss.worker.core import job_ids, logger
+from django_pgboss.worker.messages import Complete, CompleteEach, DeadLetter, Fail, SettleRequest
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.settler import SettleItem
+from django_pgboss.worker.state import job_ids, logger
 
 #: JobResult statuses, spelled as pg-boss's perJobResults spells them.
 COMPLETED = "completed"
@@ -65,18 +65,18 @@ def _job_id(job: Job | str) -> str:
     return job.id if isinstance(job, Job) else str(job)
 
 
-def settle_items(registration: Registration, name: str, jobs: list[Job], result: Any) -> list[SettleItem]:
+def settle_items(registration: Registration, name: str, jobs: list[Job], result: Any) -> list[SettleRequest]:
     """The settle requests for a handler call on ``jobs`` that returned ``result``."""
     if registration.batch and registration.per_job_results:
         return _per_job(registration, name, jobs, result)
     if registration.batch and len(jobs) > 1:
         # pg-boss's complete(name, jobs, jobIds.length === 1 ? result : undefined).
-        return [("complete", name, jobs, None)]
+        return [Complete(name, jobs, None)]
     encoded, failure = _encoded(registration, result)
     if failure is not None:
         logger.error("job(s) %s of %s: %s", job_ids(jobs), name, failure["message"])
-        return [("fail", name, jobs, failure)]
-    return [("complete", name, jobs, encoded)]
+        return [Fail(name, jobs, failure)]
+    return [Complete(name, jobs, encoded)]
 
 
 def _encoded(registration: Registration, value: Any) -> tuple[EncodedOutput | None, dict[str, str] | None]:
@@ -93,14 +93,14 @@ def _encoded(registration: Registration, value: Any) -> tuple[EncodedOutput | No
     return (None if encoded is None else EncodedOutput(encoded)), None
 
 
-def _per_job(registration: Registration, name: str, jobs: list[Job], result: Any) -> list[SettleItem]:
+def _per_job(registration: Registration, name: str, jobs: list[Job], result: Any) -> list[SettleRequest]:
     if not isinstance(result, list | tuple):
         message = (
             f"the per_job_results handler {registration.label} must return a list of JobResult, one "
             f"per job, not {type(result).__name__}"
         )
         logger.error("job(s) %s of %s: %s", job_ids(jobs), name, message)
-        return [("fail", name, jobs, {"name": "InvalidJobResults", "message": message})]
+        return [Fail(name, jobs, {"name": "InvalidJobResults", "message": message})]
     given = {job.id for job in jobs}
     chosen: dict[str, tuple[str, Any]] = {}
     for entry in result:
@@ -126,7 +126,7 @@ def _per_job(registration: Registration, name: str, jobs: list[Job], result: Any
         chosen[job_id] = (status, output)
     completed: list[Job] = []
     outputs: list[EncodedOutput | None] = []
-    items: list[SettleItem] = []
+    items: list[SettleRequest] = []
     for job in jobs:
         status, output = chosen.get(job.id, ("", None))
         if status == COMPLETED:
@@ -136,20 +136,20 @@ def _per_job(registration: Registration, name: str, jobs: list[Job], result: Any
                 outputs.append(encoded)
             else:
                 logger.error("job %s of %s: %s", job.id, name, failure["message"])
-                items.append(("fail", name, [job], failure))
+                items.append(Fail(name, [job], failure))
         elif status == FAILED:
-            items.append(("fail", name, [job], output))
+            items.append(Fail(name, [job], output))
         elif status == DEAD_LETTER:
-            items.append(("dead_letter", name, [job], output))
+            items.append(DeadLetter(name, [job], output))
         else:
             message = (
                 f"the per_job_results handler {registration.label} returned no result for this job "
                 f"(it returned {len(result)} result(s) for a batch of {len(jobs)})"
             )
             logger.error("job %s of %s: %s; failing it", job.id, name, message)
-            items.append(("fail", name, [job], {"name": "MissingJobResult", "message": message}))
+            items.append(Fail(name, [job], {"name": "MissingJobResult", "message": message}))
     if completed:
-        items.insert(0, ("complete_each", name, completed, outputs))
+        items.insert(0, CompleteEach(name, completed, outputs))
     return items
 
 

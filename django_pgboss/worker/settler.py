@@ -13,18 +13,31 @@ from __future__ import annotations
 
 import logging
 import queue as queue_module
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.db import connections
 
-from django_pgboss.api.jobs import JobStore
 from django_pgboss.observability import tracing
 from django_pgboss.records import Job
 from django_pgboss.wire import storable_text
-from django_pgboss.worker import events, job_logs
+from django_pgboss.worker import job_logs, signalling
+from django_pgboss.worker.messages import (
+    Complete,
+    CompleteEach,
+    DeadLetter,
+    Fail,
+    Interrupt,
+    Raised,
+    Requeue,
+    SettleRequest,
+    StopSettling,
+    Unclaim,
+)
 from django_pgboss.worker.outcomes import failure_output, is_refusal, unstorable_output
+from django_pgboss.worker.ports import WorkerStore
 
 logger = logging.getLogger("django_pgboss.worker")
 
@@ -35,17 +48,10 @@ SETTLE_BATCH = 500
 #: While stopping, a statement that keeps failing for database trouble is given up after this many tries.
 STOPPING_ATTEMPTS = 5
 
-#: One settle request: (kind, queue name, jobs, output). Kinds: "complete" (each job with the one
-#: output), "complete_each" (the output is a list, one per job), "raised" (the handler raised the
-#: output, an exception: failed, and logged at ERROR once written), "fail" (any other failure),
-#: "dead_letter" (failed for good at once, per-job results), "requeue" (claimed, never started), "unclaim" (the same, for a
-#: job past its group's local limit, counted as a result so the queue is not drained before it is
-#: back), "interrupt" (cut short by a shutdown), "stop".
-SettleItem = tuple[str, str, list[Job], Any]
-
 
 class Settler:
-    """Writes the results handed to ``put()`` until a "stop" item has been reached and flushed.
+    """Writes the requests handed to ``put()`` (worker/messages.py) until a StopSettling has been
+    reached and flushed.
 
     ``settled(name, units)`` is called once a queue's results are written (or given up), with the
     number of handler units they came from; ``trouble(doing, exc, failures)`` waits out database
@@ -54,7 +60,7 @@ class Settler:
 
     def __init__(
         self,
-        jobs: JobStore,
+        jobs: WorkerStore,
         stats: Any,
         *,
         labels: Mapping[str, str],
@@ -73,12 +79,24 @@ class Settler:
         self._is_stopping = is_stopping
         # SimpleQueue: every job passes through its queue's work queue and this one, and the C
         # implementation costs a fraction of queue.Queue's Condition-based one per put and get.
-        self.queue: queue_module.SimpleQueue[SettleItem] = queue_module.SimpleQueue()
+        self.queue: queue_module.SimpleQueue[SettleRequest] = queue_module.SimpleQueue()
+        self.thread: threading.Thread | None = None
 
-    def put(self, item: SettleItem) -> None:
+    def start(self) -> None:
+        """Start the settler thread (``pgboss-settler``)."""
+        self.thread = threading.Thread(target=self.run, name="pgboss-settler", daemon=True)
+        self.thread.start()
+
+    def join(self, timeout: float) -> None:
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+    def put(self, item: SettleRequest) -> None:
+        """Hand ``item`` to the settler thread."""
         self.queue.put(item)
 
     def run(self) -> None:
+        """The settler thread: settle until a StopSettling is flushed."""
         try:
             self._settle_until_stopped()
         finally:
@@ -91,32 +109,21 @@ class Settler:
         stopping = False
         while True:
             try:
-                item: SettleItem | None = self.queue.get(timeout=0.5)
+                item: SettleRequest | None = self.queue.get(timeout=0.5)
             except queue_module.Empty:
                 item = None
             deadline = time.monotonic() + SETTLE_DELAY_SECONDS
             # Gather what else arrives within the flush delay, so one statement settles a batch.
             while item is not None:
-                kind, name, jobs, result = item
-                if kind == "stop":
-                    stopping = True
-                elif kind == "complete":
-                    pending.setdefault(name, []).extend((job, result) for job in jobs)
-                    counted[name] = counted.get(name, 0) + 1
-                elif kind == "complete_each":
-                    pending.setdefault(name, []).extend(zip(jobs, result, strict=True))
-                    counted[name] = counted.get(name, 0) + 1
-                elif kind in ("requeue", "interrupt"):
-                    self.requeue(name, jobs, started=kind == "interrupt", output=result)
-                elif kind == "unclaim":
-                    self.requeue(name, jobs, started=False, output=result)
-                    self._settled(name, 1)
-                elif kind == "raised":
-                    self.fail(name, jobs, result, raised=True)
-                    self._settled(name, 1)
+                # The hot kinds first: a completion is nearly every request.
+                if type(item) is Complete:
+                    pending.setdefault(item.queue, []).extend((job, item.output) for job in item.jobs)
+                    counted[item.queue] = counted.get(item.queue, 0) + 1
+                elif type(item) is CompleteEach:
+                    pending.setdefault(item.queue, []).extend(zip(item.jobs, item.outputs, strict=True))
+                    counted[item.queue] = counted.get(item.queue, 0) + 1
                 else:
-                    self.fail(name, jobs, result, terminal=kind == "dead_letter")
-                    self._settled(name, 1)
+                    stopping = self._settle_one(item) or stopping
                 if stopping or sum(map(len, pending.values())) >= SETTLE_BATCH:
                     break
                 try:
@@ -140,6 +147,23 @@ class Settler:
                 self._trouble(f"completing jobs of {name}", trouble, failures)
             if stopping and not pending and self.queue.empty():
                 return
+
+    def _settle_one(self, item: SettleRequest) -> bool:
+        """Write any request but a completion at once; True for the StopSettling."""
+        if isinstance(item, StopSettling):
+            return True
+        if isinstance(item, Requeue | Interrupt):
+            self.requeue(item.queue, item.jobs, started=isinstance(item, Interrupt), output=item.output)
+        elif isinstance(item, Unclaim):
+            self.requeue(item.queue, item.jobs, started=False, output=item.output)
+            self._settled(item.queue, 1)
+        elif isinstance(item, Raised):
+            self.fail(item.queue, item.jobs, item.error, raised=True)
+            self._settled(item.queue, 1)
+        elif isinstance(item, Fail | DeadLetter):
+            self.fail(item.queue, item.jobs, item.output, terminal=isinstance(item, DeadLetter))
+            self._settled(item.queue, 1)
+        return False
 
     def _complete(
         self, name: str, results: list[tuple[Job, Any]]
@@ -173,7 +197,7 @@ class Settler:
                 )
                 self.fail(name, [job], unstorable_output(self.labels.get(name, name), exc))
                 continue
-            events.jobs_completed(self.worker, name, chunk, settled)
+            signalling.jobs_completed(self.worker, name, chunk, settled)
             lost = len(chunk) - len(settled)
             if lost:
                 logger.warning(
@@ -241,7 +265,7 @@ class Settler:
         if raised:
             job_logs.raised(name, jobs, failure, states)
         job_logs.failed_for_good(name, jobs, states, copies, terminal=terminal)
-        events.jobs_failed(self.worker, name, jobs, output, failure, states, copies)
+        signalling.jobs_failed(self.worker, name, jobs, output, failure, states, copies)
         return states
 
     def requeue(self, name: str, jobs: list[Job], *, started: bool, output: Any) -> None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
+
+from django_pgboss.worker.handlers import HandlerPool
+from django_pgboss.worker.state import Board
 
 
 def _moment(seconds: float | None) -> dt.datetime | None:
@@ -73,19 +75,23 @@ class WorkerSnapshot:
         return [job for queue in self.queues for job in queue.running]
 
 
-def take(worker: Any) -> WorkerSnapshot:
-    """The snapshot of ``worker`` (a Worker), under its lock."""
-    with worker._lock:
+def take(board: Board, pool: HandlerPool, created_at: float) -> WorkerSnapshot:
+    """The snapshot of a worker made of ``board`` and ``pool``, under the board's lock."""
+    with board.lock:
         running: dict[str, list[RunningJob]] = {}
-        for thread, (name, jobs) in list(worker._current.items()):
-            since = _moment(worker._current_since.get(thread))
-            running.setdefault(name, []).extend(
+        for thread, unit in pool.running_units():
+            since = _moment(pool.current_since.get(thread))
+            running.setdefault(unit.queue, []).extend(
                 RunningJob(
-                    id=job.id, queue=name, retry_count=job.retry_count, started_at=since, thread=thread.name
+                    id=job.id,
+                    queue=unit.queue,
+                    retry_count=job.retry_count,
+                    started_at=since,
+                    thread=thread.name,
                 )
-                for job in jobs
+                for job in unit.jobs
             )
-        state = "stopping" if worker._stopping.is_set() else "active"
+        state = "stopping" if board.stopping.is_set() else "active"
         queues = [
             QueueSnapshot(
                 name=name,
@@ -103,16 +109,16 @@ def take(worker: Any) -> WorkerSnapshot:
                 last_error=queue.last_error,
                 last_error_at=_moment(queue.last_error_at),
             )
-            for name, queue in worker._queues.items()
+            for name, queue in board.queues.items()
         ]
-    stats = worker.stats
+    stats = board.stats
     with stats.lock:
         counters = {
             key: getattr(stats, key) for key in ("fetched", "completed", "failed", "lost", "requeued")
         }
     return WorkerSnapshot(
-        created_at=_moment(worker._created_at) or dt.datetime.now(dt.UTC),
-        stopping=worker._stopping.is_set(),
+        created_at=_moment(created_at) or dt.datetime.now(dt.UTC),
+        stopping=board.stopping.is_set(),
         stats=counters,
         queues=queues,
     )

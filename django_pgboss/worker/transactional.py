@@ -37,12 +37,13 @@ from typing import Any
 
 from django.db import DatabaseError, connections, transaction
 
-from django_pgboss.api.jobs import JobStore, recording_settles
+from django_pgboss.api.jobs import recording_settles
 from django_pgboss.records import Job
 from django_pgboss.wire import EncodedOutput, output_value, storable_text, to_json
+from django_pgboss.worker.messages import Raised
 from django_pgboss.worker.outcomes import sqlstate
+from django_pgboss.worker.ports import TransactionalStore
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.settler import SettleItem
 
 logger = logging.getLogger("django_pgboss.worker")
 
@@ -74,14 +75,14 @@ def transaction_timeout(registration: Registration, jobs: list[Job]) -> int:
 
 
 def run_unit(
-    store: JobStore,
+    store: TransactionalStore,
     registration: Registration,
     jobs: list[Job],
     stats: Any,
     *,
     is_late: Callable[[], bool] = lambda: False,
     committed: Callable[[list[tuple[Job, Any]], list[str]], None] | None = None,
-) -> list[SettleItem]:
+) -> list[Raised]:
     """The worker's call: run one unit transactionally. Returns nothing to settle when it
     committed (the jobs are completed and counted in ``stats``), else the item that fails its
     jobs. ``is_late`` says whether the worker already failed the unit at its deadline;
@@ -91,11 +92,11 @@ def run_unit(
         stats.add(completed=len(value))
         return []
     # The settler logs the reason at ERROR (worker/job_logs.py) once the jobs are failed.
-    return [("raised", registration.queue, jobs, value)]
+    return [Raised(registration.queue, jobs, value)]
 
 
 def run_in_transaction(
-    store: JobStore,
+    store: TransactionalStore,
     registration: Registration,
     jobs: list[Job],
     *,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from django_pgboss.tasks_compat import task
+from django_pgboss.tasks.compat import task
 from example_project.shop.models import Order
 from example_project.shop.queues import WAREHOUSE
 

@@ -32,6 +32,10 @@
 //       version.bam_on first, so the index builds the migration queued are left pending.
 //   node pgboss.mjs bam <connection string> <schema>
 //       prints boss.getBamStatus() and boss.getBamEntries().
+//   node pgboss.mjs build <connection string> <schema> [seconds]
+//       starts with migrate (on a schema at 46 there is nothing to migrate), so pg-boss's own bam
+//       runner builds what bam holds (the test clears version.bam_on first); waits up to <seconds>
+//       (60) until no command is pending or in progress, then prints as bam does.
 //   node pgboss.mjs register <connection string> <schema> <instance name> <heartbeat seconds>
 //       starts with the instance registry under that name, prints {"registered": true} (one line)
 //       and stays registered until its stdin closes, then stops gracefully.
@@ -41,6 +45,8 @@
 //       runs one pass of pg-boss's own monitor and maintenance over <queue> (boss.supervise(), with
 //       persistQueueStats), then prints the queue as boss.getQueue() reads it and its stats as
 //       boss.getQueueStats() reads them (with the percentiles, when given).
+//   node pgboss.mjs resolve <connection string> <schema>
+//       runs one pass of pg-boss's own flow resolver now (boss.resolveFlow()); prints {}.
 //   node pgboss.mjs send-traced <connection string> <schema> <queue> <jobs JSON> <traceparent>
 //       send's boss.send() with openTelemetry.propagateContext and a propagator that injects
 //       {"traceparent": <traceparent>}: pg-boss's own send stores that carrier on each job (no
@@ -79,7 +85,7 @@ const boss = new PgBoss({
   supervise: false,
   schedule: command === 'timekeep',
   cronWorkerIntervalSeconds: 1,
-  migrate: command === 'install' || command === 'migrate',
+  migrate: command === 'install' || command === 'migrate' || command === 'build',
   ...(command === 'supervise' ? { persistQueueStats: true } : {}),
   ...(command === 'migrate' ? { bamIntervalSeconds: 86400 } : {}),
   createSchema: command === 'install',
@@ -143,12 +149,23 @@ try {
   } else if (command === 'bam') {
     result.status = await boss.getBamStatus()
     result.entries = await boss.getBamEntries()
+  } else if (command === 'build') {
+    const deadline = Date.now() + Number(args[0] || 60) * 1000
+    const unfinished = async () => (await boss.getBamStatus())
+      .some(({ status }) => status === 'pending' || status === 'in_progress')
+    while (await unfinished() && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    result.status = await boss.getBamStatus()
+    result.entries = await boss.getBamEntries()
   } else if (command === 'register') {
     console.log(JSON.stringify({ registered: true }))
     process.stdin.resume()
     await new Promise((resolve) => process.stdin.on('end', resolve))
   } else if (command === 'instances') {
     result.instances = await boss.getInstances(JSON.parse(args[0] || '{}'))
+  } else if (command === 'resolve') {
+    await boss.resolveFlow()
   } else if (command === 'supervise') {
     await boss.supervise(args[0])
     result.queue = await boss.getQueue(args[0])

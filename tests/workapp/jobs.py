@@ -141,7 +141,7 @@ def perjob(jobs):
     return results
 
 
-# -- async handlers (worker/async_runner.py) ---------------------------------------------------
+# -- async handlers (worker/async_slots.py) ---------------------------------------------------
 
 
 @work("aslow", concurrency=3, polling_interval_seconds=0.2)

@@ -1,7 +1,7 @@
 """manage.py pgboss_monitor: run the monitor's pass on an interval until stopped.
 
 The command parses its arguments and prints the reports; the monitor itself, with its timing loop,
-is django_pgboss.monitor.runner.Monitor.
+is django_pgboss.monitor.service.Monitor.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django_pgboss.management import metrics_port
 from django_pgboss.management.console import configure_logging
 from django_pgboss.management.schema_wait import until_installed
 from django_pgboss.monitor.flows import FlowReport
-from django_pgboss.monitor.runner import Monitor
+from django_pgboss.monitor.service import Monitor
 from django_pgboss.monitor.timekeeper import CronReport
 from django_pgboss.records import PassReport
 from django_pgboss.version import version_text

@@ -10,7 +10,8 @@ from django.db import DatabaseError, connections, transaction
 from django.db.migrations.recorder import MigrationRecorder
 
 from django_pgboss.constants import SCHEMA_VERSION
-from django_pgboss.db.identifiers import quote_schema, schema_key
+from django_pgboss.db.context import DatabaseContext
+from django_pgboss.db.identifiers import quote_schema
 from django_pgboss.management.schema_commands import (
     InstalledSchema,
     SchemaCommand,
@@ -18,7 +19,12 @@ from django_pgboss.management.schema_commands import (
     read_installed_schema,
 )
 from django_pgboss.operations import ROLLBACK_STEPS, render_sql
-from django_pgboss.plans.catalog import queues_of_policy
+from django_pgboss.plans.catalog import (
+    forget_migrations_script,
+    lock_attempt,
+    lock_timeout_script,
+    queues_of_policy,
+)
 from django_pgboss.plans.queues import advisory_lock
 from django_pgboss.schema.state import OLDEST_MIGRATABLE_VERSION
 
@@ -61,9 +67,9 @@ class Command(SchemaCommand):
                 # pg-boss's migration lock before the schema is read, so that what the checks below
                 # find is what the steps meet: no pg-boss instance migrates it meanwhile. The lock
                 # timeout is set first, as pg-boss sets it, so it bounds the wait for this lock too.
-                with connections[alias].cursor() as cursor:
-                    cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-                    cursor.execute(advisory_lock(), {"lock_key": f".pgboss.{schema_key(schema)}"})
+                context = DatabaseContext(alias, schema)
+                context.execute(lock_attempt(), {"timeout": LOCK_TIMEOUT})
+                context.execute(advisory_lock(), {"lock_key": context.lock_key("")})
             found = read_installed_schema(alias, schema)
             target = checked_target(found, target)
             self.roll_back(found, target, print_only=options["sql"])
@@ -76,7 +82,7 @@ class Command(SchemaCommand):
         connection = connections[found.alias]
         recorder = MigrationRecorder(connection)
         forget = (
-            f"DELETE FROM {connection.ops.quote_name(recorder.Migration._meta.db_table)} WHERE app = 'pgboss';"
+            forget_migrations_script(connection.ops.quote_name(recorder.Migration._meta.db_table))
             if recorder.has_table()
             else None
         )
@@ -84,7 +90,7 @@ class Command(SchemaCommand):
         if print_only:
             self.stdout.write(f"-- Rolls {found.where} back {span}, one step per version.")
             self.stdout.write("BEGIN;")
-            self.stdout.write(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}';")
+            self.stdout.write(lock_timeout_script(LOCK_TIMEOUT))
             for sql in steps:
                 self.stdout.write(sql.rstrip())
             if forget:
@@ -94,17 +100,16 @@ class Command(SchemaCommand):
                 self.stdout.write(forget)
             self.stdout.write("COMMIT;")
             return
-        with connection.cursor() as cursor:
-            for version, sql in zip(range(current, target, -1), steps, strict=True):
-                try:
-                    # params=None keeps the driver from reading the format() specifiers (%I, %L) of
-                    # the plpgsql bodies as placeholders.
-                    cursor.execute(sql, None)
-                except DatabaseError as exc:
-                    raise CommandError(
-                        f"{found.where}: the step from version {version} to {version - 1} failed, so nothing "
-                        f"was changed (the whole rollback is one transaction): {exc}".rstrip()
-                    ) from exc
+        context = DatabaseContext(found.alias, found.schema)
+        for version, sql in zip(range(current, target, -1), steps, strict=True):
+            try:
+                # A frozen file of several statements, run as a script (unprepared, unparsed).
+                context.script(sql)
+            except DatabaseError as exc:
+                raise CommandError(
+                    f"{found.where}: the step from version {version} to {version - 1} failed, so nothing "
+                    f"was changed (the whole rollback is one transaction): {exc}".rstrip()
+                ) from exc
         forgotten = recorder.migration_qs.filter(app="pgboss").delete()[0] if forget else 0
         self.stdout.write(self.style.SUCCESS(f"rolled back {found.where} {span}."))
         if forgotten:
@@ -174,9 +179,9 @@ def refuse_unsafe(found: InstalledSchema, target: int) -> None:
             f"DEFAULT partition), which the rollback steps are written for: not rolled back"
         )
     if target < KEY_STRICT_FIFO_VERSION <= found.version:
-        with connections[found.alias].cursor() as cursor:
-            cursor.execute(queues_of_policy(quote_schema(found.schema)), {"policy": "key_strict_fifo"})
-            fifo = [name for (name,) in cursor.fetchall()]
+        context = DatabaseContext(found.alias, found.schema)
+        rows = context.all(queues_of_policy(context.quoted_schema), {"policy": "key_strict_fifo"})
+        fifo = [name for (name,) in rows]
         if fifo:
             raise CommandError(
                 f"{found.where} has key_strict_fifo queues ({', '.join(fifo)}), a policy schema "

@@ -2,7 +2,7 @@
 of the django.tasks backends that are PgBossBackends (settings.TASKS).
 
 The command parses its arguments and prints progress and the outcome; which handlers run on which
-database is django_pgboss.worker.launch's, the running itself django_pgboss.worker.runner's (and
+database is django_pgboss.worker.launch's, the running itself django_pgboss.worker.engine's (and
 the modules it assembles).
 """
 
@@ -26,8 +26,8 @@ from django_pgboss.management.schema_wait import until_installed
 from django_pgboss.tasks.registrations import worker_tasks
 from django_pgboss.version import version_text
 from django_pgboss.worker.backoff import when_reachable
+from django_pgboss.worker.engine import EXIT_ABANDONED_THREADS, MAX_GRACE_SECONDS, Worker
 from django_pgboss.worker.launch import LaunchError, build_worker
-from django_pgboss.worker.runner import EXIT_ABANDONED_THREADS, MAX_GRACE_SECONDS, Worker
 
 
 class Command(BaseCommand):

@@ -36,9 +36,10 @@ from factory.random import reseed_random
 from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.models import Job, Version
-from django_pgboss.registry import autodiscover, registrations, task_registrations
-from django_pgboss.schedules import run_timekeeper
+from django_pgboss.monitor import run_timekeeper
+from django_pgboss.tasks.registrations import task_registrations
 from django_pgboss.worker import Worker
+from django_pgboss.worker.registry import autodiscover, registrations
 from example_project.embedded_pg import choose_port
 from example_project.shop import queues
 from example_project.shop.demo.counts import QueueCounts, queue_counts

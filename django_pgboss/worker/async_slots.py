@@ -67,18 +67,17 @@ from django.db import close_old_connections, connections
 from django_pgboss.cancellation import DEADLINE
 from django_pgboss.records import Job
 from django_pgboss.worker import job_logs
-from django_pgboss.worker.core import job_ids
+from django_pgboss.worker.messages import Errored, Outcome, Returned, Unit
+from django_pgboss.worker.state import job_ids
 
 #: How long a coroutine cancelled at its deadline may go on before its slot leaves it running.
 ABANDON_GRACE_SECONDS = 1.0
 
-Unit = tuple[str, list[Job]]
-
 
 class AsyncHost(Protocol):
-    """What a queue's slots need from the worker (worker/async_handlers.py)."""
+    """What a queue's slots need from the worker (worker/async_host.py)."""
 
-    def finish(self, name: str, jobs: list[Job], outcome: tuple[str, Any] | None) -> None:
+    def finish(self, name: str, jobs: list[Job], outcome: Outcome | None) -> None:
         """A unit ended: settle ``outcome`` (None: nothing to settle) and free its place."""
 
     def deadline(self, jobs: list[Job]) -> float | None:
@@ -298,7 +297,7 @@ class AsyncQueue:
                 if unit is not None:
                     # job_started here, where the unit crosses to the loop anyway: a plain
                     # thread, so a receiver may query as on a handler thread.
-                    self.host.announce(*unit)
+                    self.host.announce(unit.queue, unit.jobs)
                 self.loop.call(self._deliver, unit)
         finally:
             connections.close_all()
@@ -337,7 +336,7 @@ class AsyncQueue:
                 if unit is None:
                     return
                 if not announced and self.host.announces():
-                    await loop.run_in_executor(self._announcer, self.host.announce, *unit)
+                    await loop.run_in_executor(self._announcer, self.host.announce, unit.queue, unit.jobs)
                 abandoned = await self._one_unit(loop, unit, executor)
                 if abandoned and executor is not None:
                     # The abandoned coroutine keeps the old thread (and its connection): the
@@ -359,7 +358,7 @@ class AsyncQueue:
 
     async def _one_unit(self, loop: asyncio.AbstractEventLoop, unit: Unit, executor: Any) -> bool:
         """Run one unit to its end; True when it was abandoned (still running, left behind)."""
-        name, jobs = unit
+        name, jobs = unit.queue, unit.jobs
         task = loop.create_task(self._run(unit, executor), name=f"pgboss-job {name} {job_ids(jobs)}")
         self._running[task] = unit
         # A job's signal, set by whoever sets it (the deadline below, the heartbeat's lost claim,
@@ -409,7 +408,7 @@ class AsyncQueue:
         if task.done():
             return
         self._expired.add(task)
-        self.host.expired(*unit)  # fails the attempt, frees its place, sets the jobs' signals
+        self.host.expired(unit.queue, unit.jobs)  # fails the attempt, frees its place, sets the jobs' signals
         self._cancel_task(task, DEADLINE)
         asyncio.get_running_loop().call_later(ABANDON_GRACE_SECONDS, self._give_up, task)
 
@@ -419,8 +418,8 @@ class AsyncQueue:
             abandon.set_result(None)
 
     async def _run(self, unit: Unit, executor: Any) -> None:
-        name, jobs = unit
-        outcome: tuple[str, Any] | None = None
+        name, jobs = unit.queue, unit.jobs
+        outcome: Outcome | None = None
         task = asyncio.current_task()
         try:
             context = (
@@ -442,7 +441,7 @@ class AsyncQueue:
                             await asyncio.shield(sync_to_async(_quietly(close_old_connections))())
                     elif _used_a_thread(context):
                         await asyncio.shield(sync_to_async(_quietly(connections.close_all))())
-            outcome = ("result", value)
+            outcome = Returned(value)
         except asyncio.CancelledError as exc:
             # Cancelled through a job's signal or by a stop (a cancel() request is pending on
             # the task): nothing of it is settled here (at the deadline the worker failed the
@@ -450,10 +449,10 @@ class AsyncQueue:
             # handler raised CancelledError itself (or let one through from something it
             # awaited): that is its failure, or the job would stay active until it expired.
             cancelled = task is not None and task.cancelling() > 0
-            outcome = None if cancelled else ("error", exc)
+            outcome = None if cancelled else Errored(exc)
         except BaseException as exc:
             # As for a handler thread: however a handler ends, it is the job's failure.
-            outcome = ("error", exc)
+            outcome = Errored(exc)
         finally:
             if task not in self._expired:
                 self.host.finish(name, jobs, outcome)

@@ -1,6 +1,6 @@
 """RFC 5545 text, pure: the DTSTART, RRULE, RDATE and EXDATE lines of a rule read and checked.
 
-django_pgboss.recurrence walks what this module reads (and decides whether an expression is a rule
+recurrence/expressions.py walks what this module reads (and decides whether an expression is a rule
 at all); this module only turns a rule's text into a checked :class:`Rule`, refusing a part or a
 value dateutil would ignore or misread, with an InvalidSchedule naming it. It reads no settings
 and touches no database.

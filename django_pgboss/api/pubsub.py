@@ -1,4 +1,5 @@
-"""Events: publish() sends one job to every queue subscribed to an event (pg-boss's pub/sub).
+"""Publish and subscribe: publish() sends one job to every queue subscribed to an event name
+(pg-boss's pub/sub events; the package's Django signals are django_pgboss.signals).
 
 :class:`EventStore` holds the statements behind Boss's event methods (Boss documents them).
 """
@@ -11,7 +12,7 @@ from django_pgboss import arguments
 from django_pgboss.api.sending import JobSender
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.db.context import DatabaseContext
-from django_pgboss.plans import events as event_plans
+from django_pgboss.plans import pubsub as pubsub_plans
 
 
 class EventStore:
@@ -26,17 +27,17 @@ class EventStore:
         arguments.event_name(event)
         validate_queue_name(name)
         self.context.route(name)  # QueueNotFound rather than a foreign-key error
-        with self.context.cursor() as cursor:
-            cursor.execute(event_plans.subscribe(self.context.quoted_schema), {"event": event, "name": name})
+        self.context.execute(
+            pubsub_plans.subscribe(self.context.quoted_schema), {"event": event, "name": name}
+        )
 
     def unsubscribe(self, event: str, name: str) -> None:
         """See Boss.unsubscribe()."""
         arguments.event_name(event)
         validate_queue_name(name)
-        with self.context.cursor() as cursor:
-            cursor.execute(
-                event_plans.unsubscribe(self.context.quoted_schema), {"event": event, "name": name}
-            )
+        self.context.execute(
+            pubsub_plans.unsubscribe(self.context.quoted_schema), {"event": event, "name": name}
+        )
 
     def publish(self, event: str, data: Any = None, **options: Any) -> dict[str, str | None]:
         """See Boss.publish()."""
@@ -44,7 +45,8 @@ class EventStore:
         # Checked before anything is read, so bad data is refused even with no subscriber.
         arguments.job_payload(data, options, where="publish()")
         with self.context.atomic():
-            with self.context.cursor() as cursor:
-                cursor.execute(event_plans.subscribed_queues(self.context.quoted_schema), {"event": event})
-                names = [row[0] for row in cursor.fetchall()]
+            rows = self.context.all(
+                pubsub_plans.subscribed_queues(self.context.quoted_schema), {"event": event}
+            )
+            names = [row[0] for row in rows]
             return {name: self.sender.send(name, data, **options) for name in names}

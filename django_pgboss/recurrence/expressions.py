@@ -1,9 +1,10 @@
 """Recurrences, pure: cron expressions and RFC 5545 recurrence rules, parsed and walked.
 
 This module decides an expression's kind, reads cron, and walks both kinds; reading a rule's text
-is django_pgboss.rfc5545's. Neither reads settings or touches the database, so schedule(),
-preview_schedule(), the timekeeper and the admin's form all judge an expression the same way, and
-their tests run without PostgreSQL (tests/test_recurrence.py, tests/test_cron.py).
+is recurrence/rfc5545.py's, bounding dateutil's search recurrence/search.py's. None of them reads
+settings or touches the database, so schedule(), preview_schedule(), the timekeeper and the
+admin's form all judge an expression the same way, and their tests run without PostgreSQL
+(tests/unit/test_recurrence.py, tests/unit/test_cron.py).
 
 A schedule's expression is one of two kinds, as pg-boss 12.35 stores them in ``schedule.kind``:
 
@@ -35,8 +36,16 @@ from croniter import CroniterBadDateError, croniter
 from dateutil import rrule as dateutil_rrule
 
 from django_pgboss.exceptions import InvalidSchedule
-from django_pgboss.rfc5545 import EPOCH, FREQUENCIES, WEEKDAYS, Moment, Rule, invalid_rule, parse_rule
-from django_pgboss.rrule_search import SearchPastHorizon, SearchTimedOut, bounded, search
+from django_pgboss.recurrence.rfc5545 import (
+    EPOCH,
+    FREQUENCIES,
+    WEEKDAYS,
+    Moment,
+    Rule,
+    invalid_rule,
+    parse_rule,
+)
+from django_pgboss.recurrence.search import SearchPastHorizon, SearchTimedOut, bounded, search
 
 CRON = "cron"
 RRULE = "rrule"
@@ -278,7 +287,7 @@ class Recurrence:
         the endless one COUNT cuts short); any other starts near ``start`` (see _fast_forward).
         The deadline is looked at every so many occurrences, which bounds a walk that has
         occurrences to skip (a large COUNT, a dense rule), and by dateutil's search itself every
-        so many periods (see _BoundedIterinfo), which bounds a rule whose parts never fall
+        so many periods (see search._BoundedIterinfo), which bounds a rule whose parts never fall
         together. The horizon applies only once the walk has reached ``start``: a COUNT has to be
         counted from the beginning.
         """

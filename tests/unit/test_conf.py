@@ -12,7 +12,7 @@ from django.test import override_settings
 from django_pgboss.conf import DEFAULTS, pgboss_settings
 from tests.test_docs import marked_blocks
 
-PACKAGE = Path(__file__).resolve().parents[1] / "django_pgboss"
+PACKAGE = Path(__file__).resolve().parents[2] / "django_pgboss"
 
 
 def test_defaults_apply_for_missing_keys():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_FILES = (REPO / "example_project").rglob("*")
 SOURCES = [
     REPO / "README.md",
@@ -77,7 +77,9 @@ def test_the_documentation_mentions_the_paths_users_rely_on():
         "django_pgboss.boss",
         "django_pgboss.work",
         "django_pgboss.tasks_backend.PgBossBackend",
+        "django_pgboss.tasks.backend.PgBossBackend",
         "django_pgboss.registry",
+        "django_pgboss.worker.registry",
         "django_pgboss.testing",
         "django_pgboss.models.Job",
     ):

@@ -1,4 +1,4 @@
-"""SQL for events: queues subscribe to an event name, and publish sends one job to each."""
+"""SQL for publish and subscribe: queues subscribe to an event name, and publish sends one job to each."""
 
 from __future__ import annotations
 

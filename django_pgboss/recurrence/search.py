@@ -5,7 +5,7 @@ the year 9999, and checks UNTIL only against occurrences it has found: a rule wh
 fall together (BYSETPOS beyond its set, an ordinal weekday a month lacks, an INTERVAL that never
 lands on 29 February) is searched for seconds or, hourly, minutes, with nothing a caller can
 interrupt. Its one step per period is _iterinfo's dayset method (and, below daily, its timeset
-method), so django_pgboss.recurrence evaluates its rules with ``bounded()`` ones: a copy of
+method), so recurrence/expressions.py evaluates its rules with ``bounded()`` ones: a copy of
 rrule._iter that builds a subclass of _iterinfo whose methods look at the calling thread's
 ``search.deadline`` (every 256 periods, raising SearchTimedOut) and ``search.horizon`` (raising
 SearchPastHorizon), so that a windowed reading ends its search at the end of its window instead of

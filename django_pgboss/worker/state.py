@@ -1,12 +1,12 @@
-"""What the worker's parts share: its stats, each queue's slots, and the base the parts build on.
+"""What the worker's parts share: the stats, each queue's slots, and the board they meet on.
 
-The Worker (worker/runner.py) is assembled from one class per responsibility: the fetch loops
-(worker/fetching.py), the handler threads (worker/handlers.py), the heartbeats
-(worker/heartbeats.py), the deadlines (worker/deadlines.py) and the stop (worker/shutdown.py).
-Each part reads and writes the state declared on WorkerCore below, always under its one lock
-(``_lock``), and calls the few helpers it defines. Only the stop and the deadlines build on another part (the handler threads: the stop
-replaces dead ones while it waits, the deadlines start a thread in place of one left running past
-its deadline); the others import none of their siblings.
+The Worker (worker/engine.py) is composed of parts that each own one job and their own state: a
+fetcher per queue (worker/fetching.py), the handler pool (worker/handlers.py), the async queues
+(worker/async_host.py), the settler (worker/settler.py), the heartbeats (worker/heartbeats.py),
+the deadlines (worker/deadlines.py), the listener (worker/listener.py) and the stop
+(worker/shutdown.py). No part inherits another. What they must agree on is here: each queue's
+``QueueState`` (its free slots, in-flight jobs, buffer and wake event), the claim budget of
+``--max-jobs``, the stop events, and the one condition (``Board.lock``) they change it under.
 """
 
 from __future__ import annotations
@@ -15,28 +15,21 @@ import logging
 import queue as queue_module
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connections
 
 from django_pgboss import signals
-from django_pgboss.api.boss import Boss
-from django_pgboss.api.jobs import JobStore
-from django_pgboss.observability.instruments import HandlerInstruments
 from django_pgboss.records import Job
-from django_pgboss.worker import events
+from django_pgboss.worker import signalling
 from django_pgboss.worker.backoff import backoff_delay, one_line, worth_logging
-from django_pgboss.worker.listener import ListenerSettings, NotifyListener
-from django_pgboss.worker.overruns import HandlerOverruns
+from django_pgboss.worker.messages import SettleRequest, Unit
+from django_pgboss.worker.ports import Clock
 from django_pgboss.worker.registry import Registration
-from django_pgboss.worker.settler import SettleItem
 
 logger = logging.getLogger("django_pgboss.worker")
-
-#: How a handler call ended: ("result", its return value), ("error", what it raised), or
-#: ("deadline", the output its job fails with: an async handler cancelled at the job's deadline).
-Outcome = tuple[str, Any]
 
 
 @dataclass
@@ -54,6 +47,8 @@ class WorkerStats:
     abandoned: int = 0
     started_at: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: What ``rate`` reads the time from (the worker's clock).
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def add(self, **counts: int) -> None:
         """Add to some of the counters at once, under the stats' own lock."""
@@ -64,7 +59,7 @@ class WorkerStats:
     @property
     def rate(self) -> float:
         """Jobs settled per second since the start."""
-        elapsed = max(time.monotonic() - self.started_at, 1e-9)
+        elapsed = max(self.clock() - self.started_at, 1e-9)
         return (self.completed + self.failed) / elapsed
 
 
@@ -78,10 +73,6 @@ def queue_capacity(registration: Registration) -> int:
     if registration.batch:
         return registration.concurrency
     return max(registration.concurrency, registration.batch_size)
-
-
-#: A unit of work for a handler thread: the queue's name and the jobs of one handler call.
-Unit = tuple[str, list[Job]]
 
 
 class QueueState:
@@ -108,6 +99,9 @@ class QueueState:
         # never runs on another queue's threads, so each keeps to its concurrency.
         self.work: queue_module.SimpleQueue[Unit | None] = queue_module.SimpleQueue()
         self.drained = False
+        # Set (under the board's lock) by Worker.off_work(): the queue's fetcher ends, and the
+        # queue leaves the board once its last job is settled.
+        self.closing = False
         # Handler results handed to the settler but not yet written: the queue is not drained
         # while a failed job may still come back for a retry.
         self.unsettled = 0
@@ -181,86 +175,102 @@ class Detached:
     abandoned: bool = False
 
 
-class WorkerCore:
-    """The state every part of the worker shares, and the helpers they all call.
+@dataclass
+class ClaimBudget:
+    """``max_jobs``: how many jobs the worker may claim in all (None: no limit), and how many it
+    has; read and changed under the board's lock."""
 
-    Everything here is set up by Worker.__init__ (worker/runner.py); the annotations say what
-    each part may rely on.
+    limit: int | None
+    claimed: int = 0
+
+    def left(self, slots: int) -> int:
+        """``slots``, or fewer when the budget has fewer jobs left."""
+        return slots if self.limit is None else min(slots, self.limit - self.claimed)
+
+    @property
+    def spent(self) -> bool:
+        return self.limit is not None and self.claimed >= self.limit
+
+
+class Board:
+    """The state the worker's parts meet on, and the few things any of them does to it.
+
+    ``queues`` holds each queue's slots and buffer; ``lock`` is the one condition every change to
+    them is made under (waited on by a fetcher for free slots and by a stop for the last job);
+    ``stopping`` is set once the worker stops fetching, ``aborting`` when it stops without a grace
+    period. ``settle`` hands a request to the settler; ``owner`` is the Worker the signals name.
     """
 
-    boss: Boss
-    jobs: JobStore
-    #: Told of each handler call's start and end (observability/instruments.py), or None.
-    instruments: HandlerInstruments | None
-    registrations: list[Registration]
-    burst: bool
-    max_jobs: int | None
-    grace_seconds: float
-    listen: bool
-    stats: WorkerStats
-    _queues: dict[str, QueueState]
-    _lock: threading.Condition
-    _stopping: threading.Event
-    _aborting: threading.Event
-    # Wakes the deadline thread (worker/deadlines.py) before its next tick: a stop, an abort.
-    _deadline_wake: threading.Event
-    _settle_queue: queue_module.SimpleQueue[SettleItem]
-    _threads: list[threading.Thread]
-    # Each handler thread with its queue, and the unit each one is running, so that the jobs of a
-    # thread that died can be found and failed.
-    _handlers: dict[threading.Thread, QueueState]
-    _current: dict[threading.Thread, Unit]
-    # When (time.time()) each handler thread's current unit started, for Worker.snapshot().
-    _current_since: dict[threading.Thread, float]
-    _created_at: float
-    _listener: NotifyListener | None
-    _listener_settings: ListenerSettings
-    _claimed_total: int
-    # Handler threads left running past their unit's deadline (worker/deadlines.py), and the limit
-    # of abandoned ones past which the worker stops with exit_status set.
-    _detached: dict[threading.Thread, Detached]
-    # Async handlers' coroutines abandoned and still running (worker/async_handlers.py): they
-    # count against the same limit, since one stuck in a sync call holds a thread as well.
-    _abandoned_coroutines: int
-    # The handler_overrun warnings of the units the deadlines fail (worker/overruns.py).
-    _overruns: HandlerOverruns
-    max_abandoned_threads: int
-    exit_status: int
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        stats: WorkerStats,
+        budget: ClaimBudget,
+        settle: Callable[[SettleRequest], None],
+        owner: Any,
+    ) -> None:
+        self.clock = clock
+        self.stats = stats
+        self.budget = budget
+        self.settle = settle
+        self.owner = owner
+        self.queues: dict[str, QueueState] = {}
+        self.lock = threading.Condition()
+        self.stopping = threading.Event()
+        self.aborting = threading.Event()
 
-    def _spawn(self, name: str, target: Any, *args: Any) -> None:
-        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-        thread.start()
-        self._threads.append(thread)
-
-    def _wake(self, name: str) -> None:
-        state = self._queues.get(name)
+    def wake(self, name: str) -> None:
+        """Wake the fetcher of queue ``name`` (a notification, a finished unit)."""
+        state = self.queues.get(name)
         if state is not None:
             state.wake.set()
 
-    def _wake_all(self) -> None:
-        for state in self._queues.values():
+    def wake_all(self) -> None:
+        # A copy: Worker.work() may add a queue meanwhile.
+        for state in list(self.queues.values()):
             state.wake.set()
 
-    def _in_flight_count(self) -> int:
-        return sum(len(state.in_flight) for state in self._queues.values())
+    def in_flight_count(self) -> int:
+        return sum(len(state.in_flight) for state in list(self.queues.values()))
 
-    def _cancel(self, name: str, jobs: list[Job], reason: str, message: str) -> None:
+    def stop(self) -> None:
+        """Stop fetching: every fetcher is woken to see it."""
+        self.stopping.set()
+        self.wake_all()
+
+    def stop_when_idle(self) -> None:
+        """With --max-jobs reached, stop once the last claimed job is settled."""
+        if not self.in_flight_count():
+            self.stopping.set()
+
+    def settled(self, name: str, units: int) -> None:
+        """The settler's report that ``units`` handler results of ``name`` are written."""
+        state = self.queues.get(name)
+        if state is not None:
+            with self.lock:
+                state.unsettled = max(state.unsettled - units, 0)
+                state.settles += 1
+            state.wake.set()
+
+    def cancel(self, name: str, jobs: list[Job], reason: str, message: str) -> None:
         """Set the cancellation signal of each of ``jobs`` (of queue ``name``) and send
-        ``job_cancelled`` for each one this call set. Never called with ``self._lock`` held: the
+        ``job_cancelled`` for each one this call set. Never called with ``lock`` held: the
         signal's callbacks and the receivers are other people's code."""
         for job in jobs:
             if job.signal.set(reason, message):
                 signals.send(
-                    signals.job_cancelled, type(self), worker=self, queue=name, job=job, reason=reason
+                    signals.job_cancelled,
+                    type(self.owner),
+                    worker=self.owner,
+                    queue=name,
+                    job=job,
+                    reason=reason,
                 )
 
-    def _stop_when_idle(self) -> None:
-        """With --max-jobs reached, stop once the last claimed job is settled."""
-        if not self._in_flight_count():
-            self._stopping.set()
-
-    def _database_trouble(self, doing: str, exc: BaseException, failures: int) -> None:
-        events.error(self, exc, doing)
+    def database_trouble(self, doing: str, exc: BaseException, failures: int) -> None:
+        """Wait out database trouble: log it (not every time), throw the connections away, back off."""
+        signalling.error(self.owner, exc, doing)
         delay = backoff_delay(exc, failures)
         if worth_logging(failures):
             logger.warning(
@@ -272,7 +282,14 @@ class WorkerCore:
             )
         # A broken connection must be thrown away, not reused: Django reconnects on the next query.
         connections.close_all()
-        self._stopping.wait(delay)
+        self.clock.wait(self.stopping, delay)
+
+
+def start_thread(name: str, target: Callable[..., None], *args: Any) -> threading.Thread:
+    """A daemon thread running ``target(*args)``, started."""
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 #: Each thread's Django connection objects, one per alias, for close_old_connections_quietly().
