@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import OutputWrapper
-from django.db import router
+from django.db import DEFAULT_DB_ALIAS, connections, router
 from django.db.migrations.operations.base import Operation
 
 from django_pgboss.conf import pgboss_settings
@@ -159,6 +159,36 @@ def remember_migrate_output(
     """pre_migrate receiver: keep the running migrate's stdout and verbosity for the operations."""
     _migrate_output.stdout = stdout
     _migrate_output.verbosity = verbosity
+
+
+def refuse_unfit_backend(
+    sender: Any = None, using: str = DEFAULT_DB_ALIAS, plan: Any = None, **kwargs: Any
+) -> None:
+    """pre_migrate receiver: before any migration runs, refuse to migrate pgboss forwards on a
+    database that does not fit PGBOSS["BACKEND"] (UnfitBackend, one line), so that no DDL of any
+    app has run when migrate stops. On "postgres", the default, it reads nothing."""
+    from django_pgboss.constants import Backend
+    from django_pgboss.db.context import DatabaseContext
+    from django_pgboss.exceptions import UnfitBackend
+    from django_pgboss.schema.backend import backend_problem, read_citus_facts
+
+    backend = pgboss_settings.BACKEND
+    if backend == Backend.POSTGRES or using != pgboss_settings.DATABASE:
+        return
+    if not any(migration.app_label == "pgboss" and not backwards for migration, backwards in plan or ()):
+        return
+    if backend not in Backend.values:
+        raise UnfitBackend(
+            f'settings.PGBOSS["BACKEND"] = {backend!r} is not one of '
+            f"{', '.join(repr(value) for value in Backend.values)}; nothing was migrated."
+        )
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return  # the pgboss.E001 check stops migrate first, and the operations refuse it
+    facts = read_citus_facts(DatabaseContext(using))
+    problem = backend_problem(backend, facts, using)
+    if problem is not None:
+        raise UnfitBackend(f"{problem}; nothing was migrated.")
 
 
 class InstallPgBossSchema(RunPgBossSQL):

@@ -44,6 +44,7 @@ from django.db import DatabaseError, InterfaceError, connections
 from django_pgboss import signals
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.constants import queue_claims_skip_locked
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier, quote_job_table
 from django_pgboss.monitor.retention import maintain
@@ -211,7 +212,12 @@ def _count(
     """
     schema = context.quoted_schema
     claimed = context.all(
-        stats_plans.claim_due_queues(schema, "monitor_claim_on", fallback="monitor_on"),
+        stats_plans.claim_due_queues(
+            schema,
+            "monitor_claim_on",
+            fallback="monitor_on",
+            skip_locked=queue_claims_skip_locked(pgboss_settings.BACKEND),
+        ),
         {"names": chunk, "seconds": interval},
     )
     queues = [row[0] for row in claimed]
