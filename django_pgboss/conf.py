@@ -84,6 +84,10 @@ DEFAULTS: dict[str, Any] = {
     # span continues the sender's trace (whichever language sent or works the job). Nothing is
     # written until a tracer provider is set; False writes nothing even then.
     "PROPAGATE_TRACE_CONTEXT": True,
+    # The database engine the schema lives on: "postgres"; "citus", pg-boss's own Citus profile
+    # (every table on the coordinator); or "citus-distributed", where migrate distributes the job
+    # table over the Citus workers by queue name (docs/citus.md).
+    "BACKEND": "postgres",
 }
 """Every key settings.PGBOSS understands, with its default."""
 

@@ -1,6 +1,8 @@
 """The migration operations: RunPgBossSQL applies one frozen file of ``django_pgboss/sql/``;
 InstallPgBossSchema (migration 0001) also adopts a schema pg-boss installed and upgrades an older one
-to 43; UpgradePgBossSchema (migrations 0005 to 0007) takes it one pg-boss version further, to 46."""
+to 43; UpgradePgBossSchema (migrations 0005 to 0007) takes it one pg-boss version further, to 46;
+DistributePgBossSchema (migration 0008) distributes it over a Citus cluster in the citus-distributed
+backend."""
 
 from __future__ import annotations
 
@@ -177,7 +179,7 @@ class InstallPgBossSchema(RunPgBossSQL):
             super().database_forwards(app_label, schema_editor, from_state, to_state)
             return
         with connection.cursor() as cursor:
-            state = read_state(cursor, schema)
+            state = read_state(cursor, schema, check_placement=False)
         plan = plan_installation(state, connection.alias, frozenset(UPGRADE_STEPS))
         if plan.message:
             self._announce(plan.message)
@@ -191,7 +193,7 @@ class InstallPgBossSchema(RunPgBossSQL):
             for version in range(plan.from_version, INITIAL_VERSION):
                 schema_editor.execute(render_sql(UPGRADE_STEPS[version], schema), params=None)
             with connection.cursor() as cursor:
-                upgraded = read_state(cursor, schema)
+                upgraded = read_state(cursor, schema, check_placement=False)
             if upgraded.report is None or not upgraded.report.ok:
                 raise upgrade_refusal(upgraded, connection.alias, plan.from_version, INITIAL_VERSION)
             self._announce(
@@ -257,7 +259,7 @@ class UpgradePgBossSchema(RunPgBossSQL):
         schema_editor.execute(render_sql(self.filename, schema), params=None)
         if self.version == SCHEMA_VERSION:
             with connection.cursor() as cursor:
-                upgraded = read_state(cursor, schema)
+                upgraded = read_state(cursor, schema, check_placement=False)
             if upgraded.report is None or not upgraded.report.ok:
                 raise upgrade_refusal(upgraded, connection.alias, self.version - 1, self.version)
 
@@ -326,3 +328,101 @@ def lock_for_step(connection: Any, schema: str) -> None:
                     f"was changed; run manage.py migrate pgboss again once it is done."
                 ) from exc
             time.sleep(random.uniform(0.01, 0.05) * min(attempts, 10))
+
+
+class DistributePgBossSchema(RunPgBossSQL):
+    """Migration 0008: with ``PGBOSS["BACKEND"] = "citus-distributed"``, distribute the job table
+    over the Citus cluster by queue name (``sql/citus/distribute.sql``); in any other backend,
+    change nothing.
+
+    It refuses, before any SQL, a database without the citus extension or without an active worker
+    node, and leaves a job table that is distributed already as it is. After the file it checks the
+    result against the variant's manifest and placement (django_pgboss.schema.citus), as migration
+    0007 checks schema 46, so a schema it cannot make whole is rolled back with the migration.
+    Backwards, it undistributes a distributed job table (``sql/citus/undistribute.sql``), whatever
+    the backend now says, so ``migrate pgboss 0007`` takes a cluster's schema back to the plain one.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("citus/distribute.sql", "citus/undistribute.sql")
+
+    def deconstruct(self) -> tuple[str, list[Any], dict[str, Any]]:
+        return (self.__class__.__name__, [], {})
+
+    def describe(self) -> str:
+        return "Distribute the pg-boss job table over a Citus cluster (citus-distributed backend only)"
+
+    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        from django_pgboss.plans import citus as plans
+        from django_pgboss.schema.citus import CITUS_DISTRIBUTED
+        from django_pgboss.schema.state import read_placement, read_state
+
+        if pgboss_settings.BACKEND != CITUS_DISTRIBUTED:
+            return
+        schema = self._locked_schema(app_label, schema_editor)
+        if schema is None:
+            super().database_forwards(app_label, schema_editor, from_state, to_state)
+            return
+        connection = schema_editor.connection
+        where = f'the pg-boss schema "{schema}" in database {connection.alias!r}'
+        with connection.cursor() as cursor:
+            placement = read_placement(cursor, schema)
+            if placement is None:
+                raise SchemaError(
+                    f'PGBOSS["BACKEND"] is "citus-distributed", but database {connection.alias!r} has no '
+                    f"citus extension: create it on the coordinator and every worker, register the workers "
+                    f"(citus_add_node), then run manage.py migrate pgboss again. Nothing was changed."
+                )
+            cursor.execute(plans.active_workers())
+            (workers,) = cursor.fetchone()
+        if not workers:
+            raise SchemaError(
+                f'PGBOSS["BACKEND"] is "citus-distributed", but the Citus coordinator of database '
+                f"{connection.alias!r} has no active worker node: register them (citus_add_node), then "
+                f"run manage.py migrate pgboss again. Nothing was changed."
+            )
+        if "job" in placement:
+            return  # distributed already (by an earlier run, or by hand)
+        for statement in one_by_one(render_sql(self.filename, schema)):
+            schema_editor.execute(statement, params=None)
+        with connection.cursor() as cursor:
+            distributed = read_state(cursor, schema)
+        problems = distributed.report.problems if distributed.report is not None else ["no version 46"]
+        if problems:
+            listed = "\n".join(f"  - {problem}" for problem in problems)
+            raise SchemaError(
+                f"distributing {where} over the Citus cluster did not give the citus-distributed variant "
+                f"of schema {SCHEMA_VERSION}, so it was rolled back:\n{listed}\n"
+                f"manage.py pgboss_doctor says what the schema is. Nothing was changed."
+            )
+
+    def database_backwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        from django_pgboss.schema.state import read_placement
+
+        schema = self._locked_schema(app_label, schema_editor)
+        if schema is None:
+            return
+        connection = schema_editor.connection
+        with connection.cursor() as cursor:
+            placement = read_placement(cursor, schema)
+        if placement is None or "job" not in placement:
+            return
+        assert self.reverse_filename is not None
+        for statement in one_by_one(render_sql(self.reverse_filename, schema)):
+            schema_editor.execute(statement, params=None)
+
+
+def one_by_one(text: str) -> list[str]:
+    """The statements of a ``sql/citus/`` file, each ending a line with ``;``, one by one.
+
+    Citus propagates some DDL to the workers as the text the client sent, so a file sent whole
+    would reach them as several commands in one, which they refuse. These files hold no function
+    bodies, so a semicolon that ends a line always ends a statement.
+    """
+    statements, current = [], []
+    for line in text.splitlines():
+        current.append(line)
+        if line.rstrip().endswith(";"):
+            statements.append("\n".join(current))
+            current = []
+    return statements
