@@ -24,6 +24,7 @@ from django_pgboss.arguments import JobReference, attempt_references, job_attemp
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
+from django_pgboss.db.split_fail import copy_to_dead_letters
 from django_pgboss.exceptions import InvalidJobReference, InvalidOption
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import settle as settle_plans
@@ -154,8 +155,10 @@ class JobStore:
         fetch loop calls it before each fetch, on its own connection, which runs nothing else; a
         new connection (after a reconnect) is set again. With PREPARED_STATEMENTS off nothing is
         prepared, and nothing is set: behind a transaction pooler a session setting would reach
-        other clients' sessions."""
-        if not pgboss_settings.PREPARED_STATEMENTS:
+        other clients' sessions. Nor on the citus-distributed backend (see below)."""
+        if not pgboss_settings.PREPARED_STATEMENTS or pgboss_settings.BACKEND == "citus-distributed":
+            # Citus routes a statement by the queue name it is bound to, which a generic plan
+            # leaves unbound: every claim would then fail to plan.
             return
         raw = connections[self.context.using].connection
         if raw is not None and raw in _GENERIC_PLANS:
@@ -196,12 +199,22 @@ class JobStore:
             "output": to_json(output_value(output), "output"),
         }
         context = self.context
+        split = context.distributed
         sql = settle_plans.fail_jobs(
-            context.quoted_schema, context.route(name).table, fenced=True, terminal=terminal, report=True
+            context.quoted_schema,
+            context.route(name).table,
+            fenced=True,
+            terminal=terminal,
+            report=True,
+            split=split,
         )
-        with context.cursor() as cursor:
+        with context.atomic() if split else nullcontext(), context.cursor() as cursor:
             cursor.execute(sql, params)
-            failed, copies, states = cursor.fetchone()
+            if split:
+                failed, states, dead = cursor.fetchone()
+                copies = copy_to_dead_letters(context, cursor, dead)
+            else:
+                failed, copies, states = cursor.fetchone()
         if isinstance(copies, str):
             copies = json.loads(copies)
         if isinstance(states, str):
@@ -338,9 +351,18 @@ class JobStore:
             params["attempts"] = attempts
         context = self.context
         table = context.route(name).table
-        with context.cursor() as cursor:
-            cursor.execute(plan(context.quoted_schema, table, fenced=attempts is not None), params)
-            count, *retained = cursor.fetchone()
+        if verb == "fail" and context.distributed:
+            with context.atomic(), context.cursor() as cursor:
+                cursor.execute(
+                    plan(context.quoted_schema, table, fenced=attempts is not None, split=True), params
+                )
+                count, _states, dead = cursor.fetchone()
+                copy_to_dead_letters(context, cursor, dead)
+            retained = []
+        else:
+            with context.cursor() as cursor:
+                cursor.execute(plan(context.quoted_schema, table, fenced=attempts is not None), params)
+                count, *retained = cursor.fetchone()
         if verb == "delete_job":
             self._reduce_retained(name, retained[0], deleted=True)
         recorders = getattr(_recorders, "by_alias", None)

@@ -85,6 +85,12 @@ class DatabaseContext:
         """The schema name as it is written in SQL (quoted only when it must be)."""
         return quote_schema(self.schema)
 
+    @property
+    def distributed(self) -> bool:
+        """Whether the schema is the citus-distributed variant (``PGBOSS["BACKEND"]``), whose
+        statements that span queues run split, one queue's job table each (docs/citus.md)."""
+        return bool(pgboss_settings.BACKEND == "citus-distributed")
+
     def same_database(self, other: DatabaseContext) -> bool:
         """Whether ``other`` runs on the same alias and schema."""
         return (self.using, self.schema) == (other.using, other.schema)

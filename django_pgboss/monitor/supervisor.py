@@ -44,6 +44,7 @@ from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier, quote_job_table
+from django_pgboss.db.split_fail import copy_to_dead_letters
 from django_pgboss.monitor.slow_queries import timed_statements
 from django_pgboss.observability.logs import queue_extra
 from django_pgboss.plans import flows as flow_plans
@@ -286,10 +287,18 @@ def _fail_silent(
     for kind, lock_name, plan, output, queues in sweeps:
         if not queues:
             continue
+        split = context.distributed
         with context.atomic(), context.cursor() as cursor:
             cursor.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}{lock_name}")})
-            cursor.execute(plan(schema, table), {"output": to_json(output, "output"), "names": queues})
-            setattr(report, kind, getattr(report, kind) + cursor.fetchone()[0])
+            cursor.execute(
+                plan(schema, table, split=split), {"output": to_json(output, "output"), "names": queues}
+            )
+            row = cursor.fetchone()
+            if split:
+                # The citus-distributed backend's split fail: the copies, one statement per
+                # dead-letter queue, in the same transaction (plans.settle.fail_statement).
+                copy_to_dead_letters(context, cursor, row[2])
+            setattr(report, kind, getattr(report, kind) + row[0])
 
 
 def _maintain(context: DatabaseContext, table: str, chunk: list[str], report: PassReport) -> None:

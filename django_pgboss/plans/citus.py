@@ -45,4 +45,3 @@ def placement() -> str:
     WHERE n.nspname = %(nspname)s
     ORDER BY c.relname
     """
-

@@ -92,7 +92,9 @@ def read_placement(cursor: Any, schema: str) -> dict[str, Placement] | None:
     if cursor.fetchone() is None:
         return None
     cursor.execute(citus_plans.placement(), {"nspname": schema})
-    return {table: Placement(kind, column, colocation) for table, kind, column, colocation in cursor.fetchall()}
+    return {
+        table: Placement(kind, column, colocation) for table, kind, column, colocation in cursor.fetchall()
+    }
 
 
 def _placement_problems(
@@ -105,7 +107,9 @@ def _placement_problems(
             "create it (and register the worker nodes), then run manage.py migrate pgboss"
         ]
     if backend == CITUS_DISTRIBUTED and not distributed:
-        return ['PGBOSS["BACKEND"] is "citus-distributed", but the job table is not distributed: run manage.py migrate pgboss']
+        return [
+            'PGBOSS["BACKEND"] is "citus-distributed", but the job table is not distributed: run manage.py migrate pgboss'
+        ]
     if backend == CITUS_DISTRIBUTED:
         assert placement is not None
         return placement_problems(placement, catalog.tables, queues)
