@@ -19,6 +19,11 @@ DEFAULTS: dict[str, Any] = {
     # The PostgreSQL schema that holds pg-boss's tables. A pg-boss (Node) instance shares the queue
     # when it is configured with the same schema.
     "SCHEMA": DEFAULT_SCHEMA,
+    # The database engine behind DATABASE, as pg-boss's `backend` option names it: "postgres"
+    # (PostgreSQL), "citus" (a Citus coordinator holding pg-boss's tables on itself, as pg-boss's
+    # citus profile does), or "citus-distributed" (a Citus coordinator with the job table
+    # distributed by queue name over its workers). docs/citus.md says what each changes.
+    "BACKEND": "postgres",
     # The Django database alias whose connection runs every statement, so sends join the caller's
     # transaction.
     "DATABASE": "default",
@@ -84,10 +89,6 @@ DEFAULTS: dict[str, Any] = {
     # span continues the sender's trace (whichever language sent or works the job). Nothing is
     # written until a tracer provider is set; False writes nothing even then.
     "PROPAGATE_TRACE_CONTEXT": True,
-    # The database engine the schema lives on: "postgres"; "citus", pg-boss's own Citus profile
-    # (every table on the coordinator); or "citus-distributed", where migrate distributes the job
-    # table over the Citus workers by queue name (docs/citus.md).
-    "BACKEND": "postgres",
 }
 """Every key settings.PGBOSS understands, with its default."""
 

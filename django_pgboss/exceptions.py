@@ -147,6 +147,15 @@ class SchemaNotInstalled(SchemaError, DatabaseError):
     """
 
 
+class UnfitBackend(SchemaError):
+    """The database does not fit settings.PGBOSS["BACKEND"]: "citus" or "citus-distributed" on a
+    database without the citus extension, or "citus-distributed" without Citus worker nodes.
+
+    ``migrate`` raises it before it installs or upgrades anything; the message names the problem
+    (the deployment check pgboss.E009 reports the same).
+    """
+
+
 class JobCancelled(PgBossError):
     """Raised by ``job.signal.raise_if_set()`` once the worker has cancelled the job's attempt.
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import OutputWrapper
-from django.db import router
+from django.db import DEFAULT_DB_ALIAS, connections, router
 from django.db.migrations.operations.base import Operation
 
 from django_pgboss.conf import pgboss_settings
@@ -152,6 +152,36 @@ def remember_migrate_output(
     """pre_migrate receiver: keep the running migrate's stdout and verbosity for the operations."""
     _migrate_output.stdout = stdout
     _migrate_output.verbosity = verbosity
+
+
+def refuse_unfit_backend(
+    sender: Any = None, using: str = DEFAULT_DB_ALIAS, plan: Any = None, **kwargs: Any
+) -> None:
+    """pre_migrate receiver: before any migration runs, refuse to migrate pgboss forwards on a
+    database that does not fit PGBOSS["BACKEND"] (UnfitBackend, one line), so that no DDL of any
+    app has run when migrate stops. On "postgres", the default, it reads nothing."""
+    from django_pgboss.constants import Backend
+    from django_pgboss.exceptions import UnfitBackend
+    from django_pgboss.schema.backend import backend_problem, read_citus_facts
+
+    backend = pgboss_settings.BACKEND
+    if backend == Backend.POSTGRES or using != pgboss_settings.DATABASE:
+        return
+    if not any(migration.app_label == "pgboss" and not backwards for migration, backwards in plan or ()):
+        return
+    if backend not in Backend.values:
+        raise UnfitBackend(
+            f'settings.PGBOSS["BACKEND"] = {backend!r} is not one of '
+            f"{', '.join(repr(value) for value in Backend.values)}; nothing was migrated."
+        )
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return  # the pgboss.E001 check stops migrate first, and the operations refuse it
+    with connection.cursor() as cursor:
+        facts = read_citus_facts(cursor)
+    problem = backend_problem(backend, facts, using)
+    if problem is not None:
+        raise UnfitBackend(f"{problem}; nothing was migrated.")
 
 
 class InstallPgBossSchema(RunPgBossSQL):
@@ -353,11 +383,11 @@ class DistributePgBossSchema(RunPgBossSQL):
         return "Distribute the pg-boss job table over a Citus cluster (citus-distributed backend only)"
 
     def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
-        from django_pgboss.plans import citus as plans
-        from django_pgboss.schema.citus import CITUS_DISTRIBUTED
+        from django_pgboss.constants import Backend
+        from django_pgboss.schema.backend import backend_problem, read_citus_facts
         from django_pgboss.schema.state import read_placement, read_state
 
-        if pgboss_settings.BACKEND != CITUS_DISTRIBUTED:
+        if pgboss_settings.BACKEND != Backend.CITUS_DISTRIBUTED:
             return
         schema = self._locked_schema(app_label, schema_editor)
         if schema is None:
@@ -366,21 +396,11 @@ class DistributePgBossSchema(RunPgBossSQL):
         connection = schema_editor.connection
         where = f'the pg-boss schema "{schema}" in database {connection.alias!r}'
         with connection.cursor() as cursor:
-            placement = read_placement(cursor, schema)
-            if placement is None:
-                raise SchemaError(
-                    f'PGBOSS["BACKEND"] is "citus-distributed", but database {connection.alias!r} has no '
-                    f"citus extension: create it on the coordinator and every worker, register the workers "
-                    f"(citus_add_node), then run manage.py migrate pgboss again. Nothing was changed."
-                )
-            cursor.execute(plans.active_workers())
-            (workers,) = cursor.fetchone()
-        if not workers:
-            raise SchemaError(
-                f'PGBOSS["BACKEND"] is "citus-distributed", but the Citus coordinator of database '
-                f"{connection.alias!r} has no active worker node: register them (citus_add_node), then "
-                f"run manage.py migrate pgboss again. Nothing was changed."
-            )
+            # migrate's pre_migrate refusal says this first; a migration run on its own says it here.
+            problem = backend_problem(pgboss_settings.BACKEND, read_citus_facts(cursor), connection.alias)
+            if problem is not None:
+                raise SchemaError(f"{problem}; nothing was changed.")
+            placement = read_placement(cursor, schema) or {}
         if "job" in placement:
             return  # distributed already (by an earlier run, or by hand)
         for statement in one_by_one(render_sql(self.filename, schema)):

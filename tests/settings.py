@@ -22,7 +22,7 @@ DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.
 DATABASES["tasks"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
 
 PGBOSS = {"SCHEMA": env.str("PGBOSS_SCHEMA", default="pgboss")}
-# The suite run on a Citus cluster names the backend profile it runs under.
+# The database engine (scripts/test.sh sets it to "citus" when the suite runs on the Citus cluster).
 if "PGBOSS_BACKEND" in env:
     PGBOSS["BACKEND"] = env.str("PGBOSS_BACKEND")
 # A monitor the flow tests start as a process resolves flows at this interval, not every 5 s.

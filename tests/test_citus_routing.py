@@ -24,6 +24,7 @@ from django_pgboss.api.jobs import JobStore
 from django_pgboss.conf import pgboss_settings
 
 pytestmark = [
+    pytest.mark.citus,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         pgboss_settings.BACKEND != "citus-distributed",

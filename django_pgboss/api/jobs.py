@@ -156,7 +156,7 @@ class JobStore:
         new connection (after a reconnect) is set again. With PREPARED_STATEMENTS off nothing is
         prepared, and nothing is set: behind a transaction pooler a session setting would reach
         other clients' sessions. Nor on the citus-distributed backend (see below)."""
-        if not pgboss_settings.PREPARED_STATEMENTS or pgboss_settings.BACKEND == "citus-distributed":
+        if not pgboss_settings.PREPARED_STATEMENTS or self.context.distributed:
             # Citus routes a statement by the queue name it is bound to, which a generic plan
             # leaves unbound: every claim would then fail to plan.
             return

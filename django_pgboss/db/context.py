@@ -21,6 +21,7 @@ from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.constants import Backend
 from django_pgboss.db.cursors import statement_cursor
 from django_pgboss.db.identifiers import quote_job_table, quote_schema, schema_key
 from django_pgboss.exceptions import QueueNotFound
@@ -89,7 +90,7 @@ class DatabaseContext:
     def distributed(self) -> bool:
         """Whether the schema is the citus-distributed variant (``PGBOSS["BACKEND"]``), whose
         statements that span queues run split, one queue's job table each (docs/citus.md)."""
-        return bool(pgboss_settings.BACKEND == "citus-distributed")
+        return bool(pgboss_settings.BACKEND == Backend.CITUS_DISTRIBUTED)
 
     def same_database(self, other: DatabaseContext) -> bool:
         """Whether ``other`` runs on the same alias and schema."""

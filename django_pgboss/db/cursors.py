@@ -24,11 +24,9 @@ from django.db.backends.postgresql.psycopg_any import register_tzloader
 from psycopg.pq import Format
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.constants import Backend
 from django_pgboss.db.installed import not_installed
 from django_pgboss.plans.fragments import routable
-
-#: The backend whose statements compare the queue's name as Citus routes it (see _RoutableCursor).
-CITUS_DISTRIBUTED = "citus-distributed"
 
 #: After how many uses on a connection a statement is prepared: the second, so a statement run
 #: once (create_queue, a one-off read) is never prepared, and a hot one almost at once.
@@ -71,7 +69,7 @@ class _StatementCursor:
 
     def __enter__(self) -> Any:
         cursor = self._enter()
-        if pgboss_settings.BACKEND == CITUS_DISTRIBUTED:
+        if pgboss_settings.BACKEND == Backend.CITUS_DISTRIBUTED:
             return _RoutableCursor(cursor)
         return cursor
 

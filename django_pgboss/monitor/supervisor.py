@@ -42,6 +42,7 @@ from django.db import DatabaseError, InterfaceError, connections
 from django_pgboss import signals
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.constants import queue_claims_skip_locked
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier, quote_job_table
 from django_pgboss.db.split_fail import copy_to_dead_letters
@@ -213,7 +214,12 @@ def _count(
     schema = context.quoted_schema
     with context.cursor() as cursor:
         cursor.execute(
-            stats_plans.claim_due_queues(schema, "monitor_claim_on", fallback="monitor_on"),
+            stats_plans.claim_due_queues(
+                schema,
+                "monitor_claim_on",
+                fallback="monitor_on",
+                skip_locked=queue_claims_skip_locked(pgboss_settings.BACKEND),
+            ),
             {"names": chunk, "seconds": interval},
         )
         claimed = cursor.fetchall()
@@ -305,7 +311,9 @@ def _maintain(context: DatabaseContext, table: str, chunk: list[str], report: Pa
     schema = context.quoted_schema
     with context.cursor() as cursor:
         cursor.execute(
-            stats_plans.claim_due_queues(schema, "maintain_on"),
+            stats_plans.claim_due_queues(
+                schema, "maintain_on", skip_locked=queue_claims_skip_locked(pgboss_settings.BACKEND)
+            ),
             {"names": chunk, "seconds": pgboss_settings.MAINTENANCE_INTERVAL_SECONDS},
         )
         due = [row[0] for row in cursor.fetchall()]

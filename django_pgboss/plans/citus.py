@@ -1,36 +1,41 @@
-"""SQL that reads a Citus cluster's metadata, for the citus-distributed schema variant.
+"""SQL that reads what a database offers Citus's way: the extension, the node's role, the workers,
+and where each of the schema's tables is placed.
 
-The doctor, the system check and migration 0008 read where each pg-boss table lives (distributed,
-reference, or on the coordinator) and whether the cluster can hold a distributed job table at all.
-Each statement reads only the catalog and Citus's metadata tables; ``placement()`` runs only once
-``extension_version()`` has said the extension exists, since its tables come with it.
+Read by ``schema/backend.py`` for the PGBOSS["BACKEND"] checks, and by ``schema/state.py`` for the
+citus-distributed variant's placement (the doctor, the system check, migration 0008). Each reads
+only catalogs and Citus's metadata; all but the first only where the first found the extension
+(its functions and metadata tables exist only then).
 """
 
 from __future__ import annotations
 
 
-def extension_version() -> str:
-    """The installed citus extension's version: one row, or none on plain PostgreSQL."""
+def citus_extension() -> str:
+    """The citus extension's version in this database, or no row. No parameters."""
     return "SELECT extversion FROM pg_extension WHERE extname = 'citus'"
 
 
-def active_workers() -> str:
-    """How many active primary worker nodes the coordinator has registered: one row.
+def citus_nodes() -> str:
+    """Whether this node is a coordinator, and how many active primary workers it knows. No
+    parameters; only where the extension is installed.
 
-    Group 0 is the coordinator itself, which Citus lists too once citus_set_coordinator_host ran.
+    citus_is_coordinator() is true on the node of group 0 once any node is registered; a worker
+    (whose group the metadata sync set) and a Citus server nobody registered are not one. The
+    workers are the primaries outside group 0, the coordinator's.
     """
-    return (
-        "SELECT count(*) FROM pg_catalog.pg_dist_node "
-        "WHERE isactive AND noderole = 'primary' AND groupid <> 0"
-    )
+    return """
+    SELECT citus_is_coordinator(),
+      (SELECT count(*) FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' AND isactive)
+    """
 
 
 def placement() -> str:
     """Every table of the schema Citus knows: name, kind, distribution column, colocation group.
 
-    Parameter: nspname (the schema's name). The kind is Citus's partmethod: ``h`` hash-distributed,
-    ``n`` a reference table (or a Citus-managed local table, whose replication model ``s`` tells it
-    apart); a table of the schema missing here is a plain PostgreSQL table on the coordinator.
+    Parameter: nspname (the schema's name); only where the extension is installed. The kind is
+    ``distributed`` (hash-distributed), ``reference`` (a copy on every node) or ``local`` (a
+    Citus-managed table on the coordinator); a table of the schema missing here is a plain
+    PostgreSQL table on the coordinator.
     """
     return """
     SELECT c.relname,

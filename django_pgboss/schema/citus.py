@@ -16,11 +16,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from django_pgboss.constants import Backend
 from django_pgboss.schema.catalog import Catalog
 from django_pgboss.schema.drift import COMMON_JOB_TABLE, QueueTable
 
 #: The backend profile whose schema this module describes.
-CITUS_DISTRIBUTED = "citus-distributed"
+CITUS_DISTRIBUTED = Backend.CITUS_DISTRIBUTED
 
 #: The column the job table and its partitions are distributed by.
 DISTRIBUTION_COLUMN = "name"

@@ -88,7 +88,7 @@ def read_state(cursor: Any, schema: str, *, check_placement: bool = True) -> Sch
 
 def read_placement(cursor: Any, schema: str) -> dict[str, Placement] | None:
     """Where Citus places each of the schema's tables it knows, or None without the citus extension."""
-    cursor.execute(citus_plans.extension_version())
+    cursor.execute(citus_plans.citus_extension())
     if cursor.fetchone() is None:
         return None
     cursor.execute(citus_plans.placement(), {"nspname": schema})
