@@ -68,6 +68,14 @@ DEFAULTS: dict[str, Any] = {
     # deadline) may go on running before the worker stops and exits with status 75, for its
     # process supervisor to start a fresh one (manage.py pgboss_work --max-abandoned-threads).
     "MAX_ABANDONED_THREADS": 5,
+    # The worker's LISTEN connection (pg-boss 12.38's notifyHeartbeatIntervalMs,
+    # notifyHeartbeatTimeoutMs and notifyKeepAliveInitialDelayMs, in seconds): every so many seconds
+    # it must answer a heartbeat within the timeout, or it is given up and reconnected (the notify
+    # queues poll at their polling_interval_seconds meanwhile); TCP keepalives start after the
+    # initial delay of silence. Each an integer from 1 to 3,600.
+    "NOTIFY_HEARTBEAT_INTERVAL_SECONDS": 10,
+    "NOTIFY_HEARTBEAT_TIMEOUT_SECONDS": 5,
+    "NOTIFY_KEEPALIVE_INITIAL_DELAY_SECONDS": 10,
     # The metrics view (django_pgboss.observability.views.metrics) answers staff users, and any
     # request whose Authorization header is "Bearer <this token>" (Prometheus's scrape config
     # `authorization: {credentials: ...}`). None: staff only. The commands' metrics ports answer

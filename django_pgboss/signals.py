@@ -46,6 +46,7 @@ __all__ = [
     "job_dead_lettered",
     "job_failed",
     "job_started",
+    "listener_reconnected",
     "send",
     "warning_raised",
     "worker_started",
@@ -124,6 +125,15 @@ interrupted, e.g. ``"fetching from emails"``, ``"listening on <channel>"``) and 
 (the Worker, Monitor or NotifyListener).
 """
 
+listener_reconnected = Signal()
+"""The worker's LISTEN connection is back after it was lost (closed, or silent past
+NOTIFY_HEARTBEAT_TIMEOUT_SECONDS): it LISTENs again and has woken every notify queue, since
+notifications sent meanwhile reached nobody. Sent once per reconnection, from the listener's
+thread (the loss itself is an ``error_raised``). ``sender``: NotifyListener. Arguments:
+``instance`` (the NotifyListener), ``channel`` (the LISTEN channel), ``reason`` (why the last
+connection was given up, one line), ``lost_for_seconds`` (how long the worker went without
+LISTEN), ``using`` and ``schema``.
+"""
 
 bam_status_changed = Signal()
 """A command of the ``bam`` table (an index build a pg-boss migration queued, monitor/bam.py) changed

@@ -147,6 +147,13 @@ def test_postgres_version_check_is_a_database_check():
         ("INSTANCE_HEARTBEAT_SECONDS", 3601, "must be an integer from 1 to 3600"),
         ("INSTANCE_HEARTBEAT_SECONDS", 2.5, "must be an integer from 1 to 3600"),
         ("REGISTER_INSTANCE", "no", "must be True or False"),
+        # The worker's LISTEN heartbeat and keepalives, whole seconds as pg-boss's milliseconds.
+        ("NOTIFY_HEARTBEAT_INTERVAL_SECONDS", 0, "must be an integer from 1 to 3600"),
+        ("NOTIFY_HEARTBEAT_INTERVAL_SECONDS", 0.5, "must be an integer from 1 to 3600"),
+        ("NOTIFY_HEARTBEAT_TIMEOUT_SECONDS", 3601, "must be an integer from 1 to 3600"),
+        ("NOTIFY_HEARTBEAT_TIMEOUT_SECONDS", None, "must be an integer from 1 to 3600"),
+        ("NOTIFY_KEEPALIVE_INITIAL_DELAY_SECONDS", -1, "must be an integer from 1 to 3600"),
+        ("NOTIFY_KEEPALIVE_INITIAL_DELAY_SECONDS", True, "must be an integer from 1 to 3600"),
         ("INSTANCE_NAME", "", "must be None or a non-empty string"),
         ("INSTANCE_NAME", 7, "must be None or a non-empty string"),
         ("INSTANCE_NAME", "a\x00b", "must be None or a non-empty string"),

@@ -79,3 +79,26 @@ def test_pgboss_monitor_runs_its_pass_without_opentelemetry():
     assert completed.returncode == 0, completed.stderr
     assert "monitor pass:" in completed.stdout
     assert "Traceback" not in completed.stderr
+
+
+def test_routing_the_metrics_view_without_prometheus_client_names_the_extra():
+    # The suite's URLconf routes the metrics view: loading it without the library is Django's
+    # ImproperlyConfigured naming the extra, at the URL check, not an ImportError from the view.
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.modules['prometheus_client'] = None\n"
+            "from django.core.management import execute_from_command_line\n"
+            "execute_from_command_line(['manage.py', 'check'])",
+        ],
+        cwd=REPO,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 1
+    assert completed.stderr.rstrip().splitlines()[-1] == (
+        f"django.core.exceptions.ImproperlyConfigured: {METRICS_MISSING}"
+    )

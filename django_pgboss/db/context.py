@@ -142,6 +142,10 @@ class DatabaseContext:
         """The LISTEN statement on this schema's channel, for the worker's listener connection."""
         return job_plans.listen(self.notify_channel())
 
+    def listening_channels_sql(self) -> str:
+        """The statement that lists the channels a session LISTENs on, the listener's heartbeat."""
+        return job_plans.listening_channels()
+
     # -- the queue-route cache -------------------------------------------------------------------
 
     def route(self, name: str) -> QueueRoute:

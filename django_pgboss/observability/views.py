@@ -9,17 +9,28 @@ It answers an active staff user (a browser with an admin session), and, when
 PGBOSS["METRICS_TOKEN"] is set, a request whose Authorization header is ``Bearer <token>``, which
 is what Prometheus sends with ``authorization: {credentials: <token>}`` in its scrape config.
 Anyone else gets 401 (no credentials) or 403 (a signed-in user who is not staff).
+
+The view needs prometheus-client (the ``metrics`` extra). A URLconf that routes it without the
+library fails where Django loads the URLconf (``manage.py check``, the first request) with
+ImproperlyConfigured naming the extra, instead of an ImportError from inside this module.
 """
 
 from __future__ import annotations
 
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
-from prometheus_client import exposition
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.observability.auth import bearer_matches
+from django_pgboss.observability.extras import METRICS_MISSING, metrics_available
+
+if not metrics_available():
+    raise ImproperlyConfigured(METRICS_MISSING)
+
+from prometheus_client import exposition
+
 from django_pgboss.observability.exposition import Exposition
 from django_pgboss.observability.metrics import QueueCollector
 

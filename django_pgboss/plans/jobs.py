@@ -57,6 +57,12 @@ def listen(channel: str) -> str:
     return f"LISTEN {channel}"
 
 
+def listening_channels() -> str:
+    """The channels this session LISTENs on: the listener's heartbeat (pg-boss's), which proves
+    in one round trip that the connection answers and that its LISTEN is still registered."""
+    return "SELECT channel FROM pg_listening_channels() AS listening(channel)"
+
+
 @functools.lru_cache(maxsize=256)
 def insert_jobs(
     schema: str,

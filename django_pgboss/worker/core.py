@@ -27,7 +27,7 @@ from django_pgboss.observability.instruments import HandlerInstruments
 from django_pgboss.records import Job
 from django_pgboss.worker import events
 from django_pgboss.worker.backoff import backoff_delay, one_line, worth_logging
-from django_pgboss.worker.listener import NotifyListener
+from django_pgboss.worker.listener import ListenerSettings, NotifyListener
 from django_pgboss.worker.overruns import HandlerOverruns
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.settler import SettleItem
@@ -214,6 +214,7 @@ class WorkerCore:
     _current_since: dict[threading.Thread, float]
     _created_at: float
     _listener: NotifyListener | None
+    _listener_settings: ListenerSettings
     _claimed_total: int
     # Handler threads left running past their unit's deadline (worker/deadlines.py), and the limit
     # of abandoned ones past which the worker stops with exit_status set.

@@ -45,7 +45,7 @@ from django_pgboss.worker.deadlines import EXIT_ABANDONED_THREADS, Deadlines
 from django_pgboss.worker.fetching import FetchLoops
 from django_pgboss.worker.heartbeats import Heartbeats
 from django_pgboss.worker.instance import registrar
-from django_pgboss.worker.listener import NotifyListener
+from django_pgboss.worker.listener import ListenerSettings, NotifyListener
 from django_pgboss.worker.overruns import HandlerOverruns
 from django_pgboss.worker.registry import Registration
 from django_pgboss.worker.settler import Settler
@@ -133,6 +133,8 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
         self._current_since = {}
         self._created_at = time.time()
         self._listener = None
+        # Read here, so that a bad NOTIFY_* setting is refused with the other arguments.
+        self._listener_settings = ListenerSettings.from_settings()
         self._claimed_total = 0
         self._loop = None
         self._async_queues = {}
@@ -174,7 +176,9 @@ class Worker(FetchLoops, Heartbeats, Deadlines, Shutdown):
                 self._spawn_handler(state, f"pgboss-handler-{name}-{index}")
         notify_queues = [name for name, info in infos.items() if info.notify]
         if self.listen and notify_queues:
-            self._listener = NotifyListener(self.boss.context, notify_queues, self._wake)
+            self._listener = NotifyListener(
+                self.boss.context, notify_queues, self._wake, settings=self._listener_settings
+            )
             self._listener.start()
         self._spawn("pgboss-settler", self._settler.run)
         self._spawn("pgboss-heartbeat", self._heartbeat_loop)
