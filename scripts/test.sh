@@ -15,7 +15,8 @@
 #   COVERAGE=1  measure and print coverage without the other checks (COVERAGE=0 turns it off)
 #   PGBOSS_TEST_BACKEND=citus  run on the Citus cluster of scripts/citus.sh (a coordinator on
 #            PGBOSS_CITUS_PORT, default 55510, and two workers on the next ports) instead of one
-#            PostgreSQL, with PGBOSS["BACKEND"] = "citus" (see "The database" below)
+#            PostgreSQL, with PGBOSS["BACKEND"] = "citus" (see "The database" below);
+#            PGBOSS_TEST_BACKEND=citus-distributed likewise, with the job table distributed
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -149,7 +150,7 @@ case $backend in
     port=${PGBOSS_TEST_PORT:-55433}
     database_script=$repo/scripts/testdb.sh
     ;;
-  citus)
+  citus | citus-distributed)
     # The Citus cluster: its coordinator is the suite's database. pytest-django's --create-db
     # would make the test database on the coordinator alone and without Citus, so citus.sh makes
     # it on every node before each pytest run below, and pytest reuses it (--reuse-db), running
@@ -159,11 +160,11 @@ case $backend in
     export PGBOSS_CITUS_PORT=$port
     export PGBOSS_CITUS_PGDATA=${PGBOSS_CITUS_PGDATA:-${TMPDIR:-/tmp}/django-pgboss-citus-$port}
     export PGBOSS_TEST_PORT=$port PGBOSS_TEST_PGDATA=$PGBOSS_CITUS_PGDATA/coordinator
-    export PGBOSS_BACKEND=citus
+    export PGBOSS_BACKEND=$backend
     database_script=$repo/scripts/citus.sh
     ;;
   *)
-    echo "test.sh: PGBOSS_TEST_BACKEND must be postgres or citus, not '$backend'" >&2
+    echo "test.sh: PGBOSS_TEST_BACKEND must be postgres, citus or citus-distributed, not '$backend'" >&2
     exit 2
     ;;
 esac
@@ -199,12 +200,12 @@ if [ "$coverage" = 1 ]; then
 fi
 statuses=()
 db_options=(--create-db)
-if [ "$backend" = citus ]; then
+if [ "$backend" != postgres ]; then
   db_options=(--reuse-db)
 fi
 pytest_run() {
   local status=0
-  if [ "$backend" = citus ]; then
+  if [ "$backend" != postgres ]; then
     # pytest-django's name for the test database of DATABASE_URL's database.
     bash "$database_script" database "test_${DATABASE_URL##*/}"
   fi

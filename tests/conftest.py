@@ -95,8 +95,8 @@ def node_backend() -> dict[str, str]:
 
 
 #: Whether the suite runs on the Citus cluster of scripts/citus.sh (scripts/test.sh with
-#: PGBOSS_TEST_BACKEND=citus), which the tests marked ``citus`` need.
-ON_CITUS = os.environ.get("PGBOSS_TEST_BACKEND") == "citus"
+#: PGBOSS_TEST_BACKEND=citus or citus-distributed), which the tests marked ``citus`` need.
+ON_CITUS = os.environ.get("PGBOSS_TEST_BACKEND") in ("citus", "citus-distributed")
 
 
 def pytest_report_header(config):
@@ -143,6 +143,7 @@ CITUS_PART = frozenset(
         "test_pgboss_interop",
         "test_citus",
         "test_citus_interop",
+        "test_citus_routing",
     }
 )
 
