@@ -109,11 +109,12 @@ def pytest_report_header(config):
 #: every feature (send and insert, fetch, each settle, the policies, queues, retries and dead
 #: letters, redrive and lineage, flows, schedules, publish, update and upsert, bulk deletes, the
 #: monitor's counts, expiry, retention and history, the tasks backend, the admin pages, the worker
-#: with its database restarts, transactional handlers, the instance registry, bam, the doctor),
-#: pg-boss itself beside it, and the Citus tests; the modules left out test pure layers (argument
-#: checks, cron and rrule, charts, import paths), which no database changes, or repeat a feature
-#: here through another door. The whole suite runs on the cluster too; this part keeps CI under
-#: its time budget.
+#: with its database restarts, the instance registry, bam, the doctor), pg-boss itself beside it
+#: in its citus profile (test_citus_interop), and the Citus tests; the modules left out test pure
+#: layers (argument checks, cron and rrule, charts, import paths), which no database changes, or
+#: repeat a feature here through another door (transactional handlers are the worker's fetch and
+#: settle inside one transaction; the plain interop suite is test_citus_interop's in more
+#: variants). The whole suite runs on the cluster too; this part keeps CI under its time budget.
 CITUS_PART = frozenset(
     {
         "test_send",
@@ -136,11 +137,9 @@ CITUS_PART = frozenset(
         "test_admin",
         "test_admin_deadletters",
         "test_worker",
-        "test_transactional",
         "test_instances",
         "test_bam",
         "test_doctor",
-        "test_pgboss_interop",
         "test_citus",
         "test_citus_interop",
         "test_citus_routing",
