@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.constants import Backend
 from django_pgboss.db.identifiers import schema_name_problem
 from django_pgboss.observability.auth import MIN_TOKEN_LENGTH, token_problem
 
@@ -165,6 +166,24 @@ def check_monitor_settings(app_configs: Any = None, **kwargs: Any) -> list[Error
     return errors
 
 
+@register(Tags.compatibility)
+def check_backend_setting(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """pgboss.E008: PGBOSS["BACKEND"] names one of the engines django_pgboss knows."""
+    try:
+        backend = pgboss_settings.BACKEND
+    except ImproperlyConfigured:
+        return []  # reported by pgboss.E004
+    if isinstance(backend, str) and backend in Backend.values:
+        return []
+    return [
+        Error(
+            f'settings.PGBOSS["BACKEND"] = {backend!r} is not a database engine django_pgboss knows.',
+            hint=f"Use one of: {', '.join(repr(value) for value in Backend.values)}.",
+            id="pgboss.E008",
+        )
+    ]
+
+
 @register(Tags.security)
 def check_metrics_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """pgboss.E007: METRICS_TOKEN is not a token a header can carry, or METRICS_ADDR is no
@@ -197,6 +216,36 @@ def check_metrics_settings(app_configs: Any = None, **kwargs: Any) -> list[Check
             )
         )
     return messages
+
+
+@register(Tags.database, deploy=True)
+def check_backend_fits_database(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """pgboss.E009: the database does not fit PGBOSS["BACKEND"] ("citus" or "citus-distributed"
+    without the citus extension, "citus-distributed" without worker nodes or off the coordinator).
+
+    A deployment check, as pgboss.E006 is, because it reads the database; ``migrate`` refuses the
+    same set-ups itself, in one line, before any DDL.
+    """
+    from django_pgboss.db.context import DatabaseContext
+    from django_pgboss.schema.backend import backend_problem, read_citus_facts
+
+    alias, errors = _database_alias()
+    if alias is None or errors or (databases is not None and alias not in databases):
+        return []
+    backend = pgboss_settings.BACKEND
+    connection = connections[alias]
+    if backend == Backend.POSTGRES or backend not in Backend.values or connection.vendor != "postgresql":
+        return []  # nothing to read, or E008 / E001 say why
+    try:
+        facts = read_citus_facts(DatabaseContext(alias))
+    except DatabaseError as exc:
+        return [CheckWarning(f"could not read database {alias!r}: {exc}".strip(), id="pgboss.W003")]
+    problem = backend_problem(backend, facts, alias)
+    if problem is None:
+        return []
+    return [Error(f"{problem}.", id="pgboss.E009")]
 
 
 @register(Tags.database, deploy=True)

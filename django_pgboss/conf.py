@@ -19,6 +19,11 @@ DEFAULTS: dict[str, Any] = {
     # The PostgreSQL schema that holds pg-boss's tables. A pg-boss (Node) instance shares the queue
     # when it is configured with the same schema.
     "SCHEMA": DEFAULT_SCHEMA,
+    # The database engine behind DATABASE, as pg-boss's `backend` option names it: "postgres"
+    # (PostgreSQL), "citus" (a Citus coordinator holding pg-boss's tables on itself, as pg-boss's
+    # citus profile does), or "citus-distributed" (a Citus coordinator with the job table
+    # distributed by queue name over its workers). docs/citus.md says what each changes.
+    "BACKEND": "postgres",
     # The Django database alias whose connection runs every statement, so sends join the caller's
     # transaction.
     "DATABASE": "default",

@@ -18,6 +18,28 @@ INITIAL_SCHEMA_VERSION = 43
 DEFAULT_SCHEMA = "pgboss"
 """The schema used when settings.PGBOSS["SCHEMA"] is not set; pg-boss's own default."""
 
+
+class Backend(models.TextChoices):
+    """The database engines PGBOSS["BACKEND"] names, after pg-boss's ``backend`` profiles.
+
+    ``citus`` is pg-boss 12.38's own profile: its tables stay on the Citus coordinator, and the
+    only thing it changes at run time is that the monitor's queue claims wait for a locked queue
+    row instead of skipping it. ``citus-distributed`` is django_pgboss's: the job table distributed
+    by queue name over the Citus workers.
+    """
+
+    POSTGRES = "postgres"
+    CITUS = "citus"
+    CITUS_DISTRIBUTED = "citus-distributed"
+
+
+def queue_claims_skip_locked(backend: str) -> bool:
+    """Whether the monitor's queue claims skip queue rows another session holds (pg-boss's
+    ``queueClaimSkipLocked``): on PostgreSQL only. Elsewhere the claim waits; locking the rows in
+    name order keeps it free of deadlocks either way, and pg-boss tests skipping nowhere else."""
+    return backend == Backend.POSTGRES
+
+
 #: The prefix of pg-boss's own queues' names (the timekeeper's ``__pgboss__send-it``).
 INTERNAL_QUEUE_PREFIX = "__pgboss__"
 

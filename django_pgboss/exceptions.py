@@ -147,6 +147,15 @@ class SchemaNotInstalled(SchemaError, DatabaseError):
     """
 
 
+class UnfitBackend(SchemaError):
+    """The database does not fit settings.PGBOSS["BACKEND"]: "citus" or "citus-distributed" on a
+    database without the citus extension, or "citus-distributed" without Citus worker nodes.
+
+    ``migrate`` raises it before it installs or upgrades anything; the message names the problem
+    (the deployment check pgboss.E009 reports the same).
+    """
+
+
 class StatementReturnedNoRow(PgBossError, DatabaseError):
     """A statement that always returns a row returned none (``DatabaseContext.one()``): the
     database is not in the state the statement is written for. A DatabaseError, like the error

@@ -1,6 +1,8 @@
 """The migration operations: RunPgBossSQL applies one frozen file of ``django_pgboss/sql/``;
 InstallPgBossSchema (migration 0001) also adopts a schema pg-boss installed and upgrades an older one
-to 43; UpgradePgBossSchema (migrations 0005 to 0007) takes it one pg-boss version further, to 46."""
+to 43; UpgradePgBossSchema (migrations 0005 to 0007) takes it one pg-boss version further, to 46;
+DistributePgBossSchema (migration 0008) distributes it over a Citus cluster in the citus-distributed
+backend."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import OutputWrapper
-from django.db import router
+from django.db import DEFAULT_DB_ALIAS, connections, router
 from django.db.migrations.operations.base import Operation
 
 from django_pgboss.conf import pgboss_settings
@@ -161,6 +163,36 @@ def remember_migrate_output(
     _migrate_output.verbosity = verbosity
 
 
+def refuse_unfit_backend(
+    sender: Any = None, using: str = DEFAULT_DB_ALIAS, plan: Any = None, **kwargs: Any
+) -> None:
+    """pre_migrate receiver: before any migration runs, refuse to migrate pgboss forwards on a
+    database that does not fit PGBOSS["BACKEND"] (UnfitBackend, one line), so that no DDL of any
+    app has run when migrate stops. On "postgres", the default, it reads nothing."""
+    from django_pgboss.constants import Backend
+    from django_pgboss.db.context import DatabaseContext
+    from django_pgboss.exceptions import UnfitBackend
+    from django_pgboss.schema.backend import backend_problem, read_citus_facts
+
+    backend = pgboss_settings.BACKEND
+    if backend == Backend.POSTGRES or using != pgboss_settings.DATABASE:
+        return
+    if not any(migration.app_label == "pgboss" and not backwards for migration, backwards in plan or ()):
+        return
+    if backend not in Backend.values:
+        raise UnfitBackend(
+            f'settings.PGBOSS["BACKEND"] = {backend!r} is not one of '
+            f"{', '.join(repr(value) for value in Backend.values)}; nothing was migrated."
+        )
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return  # the pgboss.E001 check stops migrate first, and the operations refuse it
+    facts = read_citus_facts(DatabaseContext(using))
+    problem = backend_problem(backend, facts, using)
+    if problem is not None:
+        raise UnfitBackend(f"{problem}; nothing was migrated.")
+
+
 class InstallPgBossSchema(RunPgBossSQL):
     """Migration 0001: create pg-boss schema 43, or adopt the one pg-boss installed, or upgrade an
     older one, under pg-boss's advisory lock.
@@ -187,7 +219,7 @@ class InstallPgBossSchema(RunPgBossSQL):
             super().database_forwards(app_label, schema_editor, from_state, to_state)
             return
         context = DatabaseContext(connection.alias, schema)
-        state = read_state(context)
+        state = read_state(context, check_placement=False)
         plan = plan_installation(state, connection.alias, frozenset(UPGRADE_STEPS))
         if plan.message:
             self._announce(plan.message)
@@ -205,7 +237,7 @@ class InstallPgBossSchema(RunPgBossSQL):
             schema_editor.execute(render_sql(UPGRADE_FUNCTIONS, schema), params=None)
             for version in range(plan.from_version, INITIAL_VERSION):
                 schema_editor.execute(render_sql(UPGRADE_STEPS[version], schema), params=None)
-            upgraded = read_state(context)
+            upgraded = read_state(context, check_placement=False)
             if upgraded.report is None or not upgraded.report.ok:
                 raise upgrade_refusal(upgraded, connection.alias, plan.from_version, INITIAL_VERSION)
             self._announce(
@@ -271,7 +303,7 @@ class UpgradePgBossSchema(RunPgBossSQL):
         lock_for_step(connection, schema)
         schema_editor.execute(render_sql(self.filename, schema), params=None)
         if self.version == SCHEMA_VERSION:
-            upgraded = read_state(context)
+            upgraded = read_state(context, check_placement=False)
             if upgraded.report is None or not upgraded.report.ok:
                 raise upgrade_refusal(upgraded, connection.alias, self.version - 1, self.version)
 
@@ -339,3 +371,90 @@ def lock_for_step(connection: Any, schema: str, *, stats: bool = True) -> None:
                     f"was changed; run manage.py migrate pgboss again once it is done."
                 ) from exc
             time.sleep(random.uniform(0.01, 0.05) * min(attempts, 10))
+
+
+class DistributePgBossSchema(RunPgBossSQL):
+    """Migration 0008: with ``PGBOSS["BACKEND"] = "citus-distributed"``, distribute the job table
+    over the Citus cluster by queue name (``sql/citus/distribute.sql``); in any other backend,
+    change nothing.
+
+    It refuses, before any SQL, a database without the citus extension or without an active worker
+    node, and leaves a job table that is distributed already as it is. After the file it checks the
+    result against the variant's manifest and placement (django_pgboss.schema.citus), as migration
+    0007 checks schema 46, so a schema it cannot make whole is rolled back with the migration.
+    Backwards, it undistributes a distributed job table (``sql/citus/undistribute.sql``), whatever
+    the backend now says, so ``migrate pgboss 0007`` takes a cluster's schema back to the plain one.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("citus/distribute.sql", "citus/undistribute.sql")
+
+    def deconstruct(self) -> tuple[str, list[Any], dict[str, Any]]:
+        return (self.__class__.__name__, [], {})
+
+    def describe(self) -> str:
+        return "Distribute the pg-boss job table over a Citus cluster (citus-distributed backend only)"
+
+    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        from django_pgboss.constants import Backend
+        from django_pgboss.db.context import DatabaseContext
+        from django_pgboss.schema.backend import backend_problem, read_citus_facts
+        from django_pgboss.schema.state import read_placement, read_state
+
+        if pgboss_settings.BACKEND != Backend.CITUS_DISTRIBUTED:
+            return
+        schema = self._locked_schema(app_label, schema_editor)
+        if schema is None:
+            super().database_forwards(app_label, schema_editor, from_state, to_state)
+            return
+        connection = schema_editor.connection
+        where = f'the pg-boss schema "{schema}" in database {connection.alias!r}'
+        context = DatabaseContext(connection.alias, schema)
+        # migrate's pre_migrate refusal says this first; a migration run on its own says it here.
+        problem = backend_problem(pgboss_settings.BACKEND, read_citus_facts(context), connection.alias)
+        if problem is not None:
+            raise SchemaError(f"{problem}; nothing was changed.")
+        placement = read_placement(context) or {}
+        if "job" in placement:
+            return  # distributed already (by an earlier run, or by hand)
+        for statement in one_by_one(render_sql(self.filename, schema)):
+            schema_editor.execute(statement, params=None)
+        distributed = read_state(context)
+        problems = distributed.report.problems if distributed.report is not None else ["no version 46"]
+        if problems:
+            listed = "\n".join(f"  - {problem}" for problem in problems)
+            raise SchemaError(
+                f"distributing {where} over the Citus cluster did not give the citus-distributed variant "
+                f"of schema {SCHEMA_VERSION}, so it was rolled back:\n{listed}\n"
+                f"manage.py pgboss_doctor says what the schema is. Nothing was changed."
+            )
+
+    def database_backwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
+        from django_pgboss.db.context import DatabaseContext
+        from django_pgboss.schema.state import read_placement
+
+        schema = self._locked_schema(app_label, schema_editor)
+        if schema is None:
+            return
+        placement = read_placement(DatabaseContext(schema_editor.connection.alias, schema))
+        if placement is None or "job" not in placement:
+            return
+        assert self.reverse_filename is not None
+        for statement in one_by_one(render_sql(self.reverse_filename, schema)):
+            schema_editor.execute(statement, params=None)
+
+
+def one_by_one(text: str) -> list[str]:
+    """The statements of a ``sql/citus/`` file, each ending a line with ``;``, one by one.
+
+    Citus propagates some DDL to the workers as the text the client sent, so a file sent whole
+    would reach them as several commands in one, which they refuse. These files hold no function
+    bodies, so a semicolon that ends a line always ends a statement.
+    """
+    statements, current = [], []
+    for line in text.splitlines():
+        current.append(line)
+        if line.rstrip().endswith(";"):
+            statements.append("\n".join(current))
+            current = []
+    return statements

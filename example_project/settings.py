@@ -33,6 +33,9 @@ else:
     DATABASES = {"default": database_settings()}
 
 PGBOSS = {"SCHEMA": env.str("PGBOSS_SCHEMA", default="pgboss")}
+# The database engine (scripts/test.sh sets it to "citus" when the suite runs on the Citus cluster).
+if "PGBOSS_BACKEND" in env:
+    PGBOSS["BACKEND"] = env.str("PGBOSS_BACKEND")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -13,6 +13,10 @@
 #            contracts (import-linter), the docs built strictly (mkdocs) and tests/unit (the tests
 #            that need no PostgreSQL); then the tests with coverage, whose total it prints at the end
 #   COVERAGE=1  measure and print coverage without the other checks (COVERAGE=0 turns it off)
+#   PGBOSS_TEST_BACKEND=citus  run on the Citus cluster of scripts/citus.sh (a coordinator on
+#            PGBOSS_CITUS_PORT, default 55510, and two workers on the next ports) instead of one
+#            PostgreSQL, with PGBOSS["BACKEND"] = "citus" (see "The database" below);
+#            PGBOSS_TEST_BACKEND=citus-distributed likewise, with the job table distributed
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -140,16 +144,39 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 
 # The database: started here, stopped on exit, unless it was already running.
-port=${PGBOSS_TEST_PORT:-55433}
+backend=${PGBOSS_TEST_BACKEND:-postgres}
+case $backend in
+  postgres)
+    port=${PGBOSS_TEST_PORT:-55433}
+    database_script=$repo/scripts/testdb.sh
+    ;;
+  citus | citus-distributed)
+    # The Citus cluster: its coordinator is the suite's database. pytest-django's --create-db
+    # would make the test database on the coordinator alone and without Citus, so citus.sh makes
+    # it on every node before each pytest run below, and pytest reuses it (--reuse-db), running
+    # the migrations into it as it would into a fresh one. The tests that stop and start their
+    # database (scripts/testdb.sh) are pointed at the coordinator's port and data folder.
+    port=${PGBOSS_CITUS_PORT:-55510}
+    export PGBOSS_CITUS_PORT=$port
+    export PGBOSS_CITUS_PGDATA=${PGBOSS_CITUS_PGDATA:-${TMPDIR:-/tmp}/django-pgboss-citus-$port}
+    export PGBOSS_TEST_PORT=$port PGBOSS_TEST_PGDATA=$PGBOSS_CITUS_PGDATA/coordinator
+    export PGBOSS_BACKEND=$backend
+    database_script=$repo/scripts/citus.sh
+    ;;
+  *)
+    echo "test.sh: PGBOSS_TEST_BACKEND must be postgres, citus or citus-distributed, not '$backend'" >&2
+    exit 2
+    ;;
+esac
 if pg_isready -q -h 127.0.0.1 -p "$port" 2>/dev/null || /usr/lib/postgresql/*/bin/pg_isready -q -h 127.0.0.1 -p "$port" 2>/dev/null; then
   started_here=false
 else
   started_here=true
 fi
-DATABASE_URL=$(bash "$repo/scripts/testdb.sh" start)
+DATABASE_URL=$(bash "$database_script" start)
 export DATABASE_URL
 if [ "$started_here" = true ]; then
-  trap 'bash "$repo/scripts/testdb.sh" stop' EXIT
+  trap 'bash "$database_script" stop' EXIT
 fi
 
 # Two pytest runs: the package's suite (tests/, with tests/settings.py) and the example project's
@@ -172,9 +199,17 @@ if [ "$coverage" = 1 ]; then
   coverage_options=(--cov --cov-append --cov-report=)
 fi
 statuses=()
+db_options=(--create-db)
+if [ "$backend" != postgres ]; then
+  db_options=(--reuse-db)
+fi
 pytest_run() {
   local status=0
-  "$venv/bin/python" -m pytest --create-db "${coverage_options[@]}" "${options[@]}" "$@" || status=$?
+  if [ "$backend" != postgres ]; then
+    # pytest-django's name for the test database of DATABASE_URL's database.
+    bash "$database_script" database "test_${DATABASE_URL##*/}"
+  fi
+  "$venv/bin/python" -m pytest "${db_options[@]}" "${coverage_options[@]}" "${options[@]}" "$@" || status=$?
   statuses+=("$status")
 }
 if [ ${#suite_paths[@]} -gt 0 ] || [ ${#example_paths[@]} -eq 0 ]; then

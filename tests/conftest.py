@@ -88,6 +88,79 @@ def database_url() -> str:
     return f"postgres://{user}:{password}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{quote(s['NAME'], safe='')}"
 
 
+def node_backend() -> dict[str, str]:
+    """The environment that gives pg-boss (tests/node/pgboss.mjs) the `backend` option matching
+    PGBOSS["BACKEND"]: its own citus profile beside django_pgboss's "citus", its default otherwise."""
+    return {"PGBOSS_NODE_BACKEND": "citus"} if pgboss_settings.BACKEND == "citus" else {}
+
+
+#: Whether the suite runs on the Citus cluster of scripts/citus.sh (scripts/test.sh with
+#: PGBOSS_TEST_BACKEND=citus or citus-distributed), which the tests marked ``citus`` need.
+ON_CITUS = os.environ.get("PGBOSS_TEST_BACKEND") in ("citus", "citus-distributed")
+
+
+def pytest_report_header(config):
+    if ON_CITUS:
+        return "database: the Citus cluster of scripts/citus.sh (PGBOSS_TEST_BACKEND=citus)"
+    return "database: PostgreSQL; the tests marked citus are deselected (PGBOSS_TEST_BACKEND=citus runs them)"
+
+
+#: The part of the suite CI runs on the Citus cluster (``-m citus_part``): one module or a few for
+#: every feature (send and insert, fetch, each settle, the policies, queues, retries and dead
+#: letters, redrive and lineage, flows, schedules, publish, update and upsert, bulk deletes, the
+#: monitor's counts, expiry, retention and history, the tasks backend, the admin pages, the worker
+#: with its database restarts, the instance registry, bam, the doctor), pg-boss itself beside it
+#: in its citus profile (test_citus_interop), and the Citus tests; the modules left out test pure
+#: layers (argument checks, cron and rrule, charts, import paths), which no database changes, or
+#: repeat a feature here through another door (transactional handlers are the worker's fetch and
+#: settle inside one transaction; the plain interop suite is test_citus_interop's in more
+#: variants). The whole suite runs on the cluster too; this part keeps CI under its time budget.
+CITUS_PART = frozenset(
+    {
+        "test_send",
+        "test_fetch",
+        "test_settle",
+        "test_policies",
+        "test_queues",
+        "test_failure",
+        "test_redrive",
+        "test_lineage",
+        "test_flows",
+        "test_schedules",
+        "test_publish",
+        "test_editing",
+        "test_purge",
+        "test_supervise",
+        "test_monitor",
+        "test_latency",
+        "test_tasks_backend",
+        "test_admin",
+        "test_admin_deadletters",
+        "test_worker",
+        "test_instances",
+        "test_bam",
+        "test_doctor",
+        "test_citus",
+        "test_citus_interop",
+        "test_citus_routing",
+    }
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.stem in CITUS_PART and item.path.parent.name == "tests":
+            item.add_marker(pytest.mark.citus_part)
+    # The citus tests need the cluster's other nodes and databases; on one PostgreSQL they are
+    # deselected, which pytest counts in its summary line.
+    if ON_CITUS:
+        return
+    deselected = [item for item in items if item.get_closest_marker("citus")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker("citus")]
+
+
 def pgboss_schema_option(schema: str) -> str:
     """The schema spelled as a pg-boss user configures it: quoted only when the name needs it."""
     return quote_identifier(schema)
@@ -101,7 +174,7 @@ def run_pgboss():
     def run(command: str, schema: str, *args: str) -> dict:
         completed = subprocess.run(
             ["node", str(NODE_SCRIPT), command, database_url(), pgboss_schema_option(schema), *args],
-            env={**os.environ, "PGBOSS_NODE_DIR": str(node_dir)},
+            env={**os.environ, "PGBOSS_NODE_DIR": str(node_dir), **node_backend()},
             capture_output=True,
             text=True,
             timeout=120,

@@ -26,6 +26,9 @@ if "PGBOSS_TEST_CONN_MAX_AGE" in env:
 DATABASES["tasks"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
 
 PGBOSS = {"SCHEMA": env.str("PGBOSS_SCHEMA", default="pgboss")}
+# The database engine (scripts/test.sh sets it to "citus" when the suite runs on the Citus cluster).
+if "PGBOSS_BACKEND" in env:
+    PGBOSS["BACKEND"] = env.str("PGBOSS_BACKEND")
 # A monitor the flow tests start as a process resolves flows at this interval, not every 5 s.
 if "PGBOSS_TEST_FLOW_INTERVAL" in env:
     PGBOSS["FLOW_INTERVAL_SECONDS"] = env.int("PGBOSS_TEST_FLOW_INTERVAL")

@@ -51,13 +51,20 @@ def test_every_sql_file_has_its_migration_and_every_migration_its_file():
             referenced.add(operation.reverse_filename)
     on_disk = {path.name for path in SQL_DIR.glob("*.sql")}
     # The top-level files are migrations' own; migrations 0005 to 0007 run the version steps of
-    # upgrade/ and rollback/, which the older-schema upgrade and pgboss_rollback share.
+    # upgrade/ and rollback/, which the older-schema upgrade and pgboss_rollback share, and
+    # migration 0008 the citus-distributed variant's files of citus/.
     assert {name for name in referenced if "/" not in name} == on_disk
     assert all(re.fullmatch(r"\d{4}_[a-z0-9_]+(\.down)?\.sql", name) for name in on_disk)
     steps = {name for name in referenced if "/" in name}
     assert steps == {
         *(f"upgrade/v{v - 1}_to_v{v}.sql" for v in (44, 45, 46)),
         *(f"rollback/v{v}_to_v{v - 1}.sql" for v in (44, 45, 46)),
+        "citus/distribute.sql",
+        "citus/undistribute.sql",
+    }
+    assert {path.relative_to(SQL_DIR).as_posix() for path in SQL_DIR.glob("citus/*.sql")} == {
+        "citus/distribute.sql",
+        "citus/undistribute.sql",
     }
     assert all((SQL_DIR / name).is_file() for name in steps)
 

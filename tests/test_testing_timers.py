@@ -11,8 +11,8 @@ import pytest
 
 from django_pgboss import Boss, clocks
 from django_pgboss.exceptions import InvalidOption, WaitTimedOut
-from django_pgboss.monitor.loop import run_periodically
 from django_pgboss.monitor import Monitor
+from django_pgboss.monitor.loop import run_periodically
 from django_pgboss.monitor.timekeeper import Timekeeper
 from django_pgboss.testing import TestClock, wait_for_job
 from django_pgboss.testing.timers import TimerClock

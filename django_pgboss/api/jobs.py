@@ -24,6 +24,7 @@ from django_pgboss.arguments import JobReference, attempt_references, job_attemp
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
+from django_pgboss.db.split_fail import copy_to_dead_letters
 from django_pgboss.exceptions import InvalidJobReference, InvalidOption
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.plans import settle as settle_plans
@@ -153,8 +154,10 @@ class JobStore:
         fetch loop calls it before each fetch, on its own connection, which runs nothing else; a
         new connection (after a reconnect) is set again. With PREPARED_STATEMENTS off nothing is
         prepared, and nothing is set: behind a transaction pooler a session setting would reach
-        other clients' sessions."""
-        if not pgboss_settings.PREPARED_STATEMENTS:
+        other clients' sessions. Nor on the citus-distributed backend (see below)."""
+        if not pgboss_settings.PREPARED_STATEMENTS or self.context.distributed:
+            # Citus routes a statement by the queue name it is bound to, which a generic plan
+            # leaves unbound: every claim would then fail to plan.
             return
         raw = connections[self.context.using].connection
         if raw is not None and raw in _GENERIC_PLANS:
@@ -194,10 +197,21 @@ class JobStore:
             "output": to_json(output_value(output), "output"),
         }
         context = self.context
+        split = context.distributed
         sql = settle_plans.fail_jobs(
-            context.quoted_schema, context.route(name).table, fenced=True, terminal=terminal, report=True
+            context.quoted_schema,
+            context.route(name).table,
+            fenced=True,
+            terminal=terminal,
+            report=True,
+            split=split,
         )
-        failed, copies, states = context.one(sql, params)
+        if split:
+            with context.atomic():
+                failed, states, dead = context.one(sql, params)
+                copies = copy_to_dead_letters(context, dead)
+        else:
+            failed, copies, states = context.one(sql, params)
         if isinstance(copies, str):
             copies = json.loads(copies)
         if isinstance(states, str):
@@ -326,9 +340,17 @@ class JobStore:
             params["attempts"] = attempts
         context = self.context
         table = context.route(name).table
-        count, *retained = context.one(
-            plan(context.quoted_schema, table, fenced=attempts is not None), params
-        )
+        if verb == "fail" and context.distributed:
+            with context.atomic():
+                count, _states, dead = context.one(
+                    plan(context.quoted_schema, table, fenced=attempts is not None, split=True), params
+                )
+                copy_to_dead_letters(context, dead)
+            retained = []
+        else:
+            count, *retained = context.one(
+                plan(context.quoted_schema, table, fenced=attempts is not None), params
+            )
         if verb == "delete_job":
             self._reduce_retained(name, retained[0], deleted=True)
         recorders = getattr(_recorders, "by_alias", None)

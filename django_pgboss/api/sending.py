@@ -226,7 +226,8 @@ class JobSender:
                 )
                 stale = STALE_TABLE_SQLSTATES if on_conflict else STALE_TABLE_SQLSTATES | {"23505"}
                 known_id = params["id"]
-                fetch_ids = False
+                # With ON CONFLICT the statement returns the id it wrote (see insert_job()).
+                fetch_ids = on_conflict
             else:
                 params = {"jobs": encode_jobs(payload), "name": name}
                 if route.notify:

@@ -22,6 +22,7 @@ from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.constants import Backend
 from django_pgboss.db.cursors import statement_cursor
 from django_pgboss.db.identifiers import advisory_lock_key, quote_job_table, quote_schema, schema_key
 from django_pgboss.exceptions import QueueNotFound, StatementReturnedNoRow
@@ -99,6 +100,12 @@ class DatabaseContext:
     def quoted_schema(self) -> str:
         """The schema name as it is written in SQL (quoted only when it must be)."""
         return quote_schema(self.schema)
+
+    @property
+    def distributed(self) -> bool:
+        """Whether the schema is the citus-distributed variant (``PGBOSS["BACKEND"]``), whose
+        statements that span queues run split, one queue's job table each (docs/citus.md)."""
+        return bool(pgboss_settings.BACKEND == Backend.CITUS_DISTRIBUTED)
 
     def same_database(self, other: DatabaseContext) -> bool:
         """Whether ``other`` runs on the same alias and schema."""

@@ -24,7 +24,9 @@ from django.db.backends.postgresql.psycopg_any import register_tzloader
 from psycopg.pq import Format
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.constants import Backend
 from django_pgboss.db.installed import not_installed
+from django_pgboss.plans.fragments import routable
 
 #: After how many uses on a connection a statement is prepared: the second, so a statement run
 #: once (create_queue, a one-off read) is never prepared, and a hot one almost at once.
@@ -66,6 +68,12 @@ class _StatementCursor:
         self._plain: Any = None
 
     def __enter__(self) -> Any:
+        cursor = self._enter()
+        if pgboss_settings.BACKEND == Backend.CITUS_DISTRIBUTED:
+            return _RoutableCursor(cursor)
+        return cursor
+
+    def _enter(self) -> Any:
         connection = self._connection if self._connection is not None else connections[self._alias]
         if not pgboss_settings.PREPARED_STATEMENTS:
             self._plain = connection.cursor()
@@ -168,3 +176,21 @@ class _LeanCursor:
     @property
     def description(self) -> Any:
         return self._cursor.description
+
+
+class _RoutableCursor:
+    """The statement cursor on the citus-distributed backend: each statement runs with the queue's
+    name compared as Citus routes it (plans.fragments.routable()), so a statement about one queue
+    runs whole on the one node that holds the queue's shard. Everything else is the wrapped
+    cursor's."""
+
+    __slots__ = ("_cursor",)
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        return self._cursor.execute(routable(sql) if isinstance(sql, str) else sql, params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)

@@ -23,6 +23,7 @@ from typing import Any
 from django.db import DatabaseError
 
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.constants import queue_claims_skip_locked
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.observability.logs import queue_extra
 from django_pgboss.plans import queues as queue_plans
@@ -46,7 +47,11 @@ def maintain(context: DatabaseContext, table: str, chunk: list[str], report: Pas
     """Claim the queues of ``chunk`` (in job table ``table``, quoted) whose retention is due, and
     maintain each; hand back the claims of those not finished when a queue's maintenance fails."""
     claimed = context.all(
-        stats_plans.claim_due_queues(context.quoted_schema, "maintain_on"),
+        stats_plans.claim_due_queues(
+            context.quoted_schema,
+            "maintain_on",
+            skip_locked=queue_claims_skip_locked(pgboss_settings.BACKEND),
+        ),
         {"names": chunk, "seconds": pgboss_settings.MAINTENANCE_INTERVAL_SECONDS},
     )
     if not claimed:

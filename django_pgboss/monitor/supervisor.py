@@ -44,8 +44,10 @@ from django.db import DatabaseError, InterfaceError, connections
 from django_pgboss import signals
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
+from django_pgboss.constants import queue_claims_skip_locked
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier, quote_job_table
+from django_pgboss.db.split_fail import copy_to_dead_letters
 from django_pgboss.monitor.retention import maintain
 from django_pgboss.monitor.slow_queries import timed_statements
 from django_pgboss.observability.logs import queue_extra
@@ -211,7 +213,12 @@ def _count(
     """
     schema = context.quoted_schema
     claimed = context.all(
-        stats_plans.claim_due_queues(schema, "monitor_claim_on", fallback="monitor_on"),
+        stats_plans.claim_due_queues(
+            schema,
+            "monitor_claim_on",
+            fallback="monitor_on",
+            skip_locked=queue_claims_skip_locked(pgboss_settings.BACKEND),
+        ),
         {"names": chunk, "seconds": interval},
     )
     queues = [row[0] for row in claimed]
@@ -282,14 +289,19 @@ def _fail_silent(
     for kind, lock_name, plan, output, queues in sweeps:
         if not queues:
             continue
+        split = context.distributed
         with context.atomic():
             context.execute(
                 queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}{lock_name}")}
             )
-            (swept,) = context.one(
-                plan(schema, table), {"output": to_json(output, "output"), "names": queues}
+            row = context.one(
+                plan(schema, table, split=split), {"output": to_json(output, "output"), "names": queues}
             )
-            setattr(report, kind, getattr(report, kind) + swept)
+            if split:
+                # The citus-distributed backend's split fail: the copies, one statement per
+                # dead-letter queue, in the same transaction (plans.settle.fail_statement).
+                copy_to_dead_letters(context, row[2])
+            setattr(report, kind, getattr(report, kind) + row[0])
 
 
 def _apply_backoff(context: DatabaseContext, report: PassReport, sender: Any = None) -> None:

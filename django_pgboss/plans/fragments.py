@@ -6,6 +6,8 @@ themselves; the statements splice them in.
 
 from __future__ import annotations
 
+import functools
+
 
 def lock_id(key: str) -> str:
     """pg-boss's advisory-lock id for the lock-key text ``key`` (an expression, usually a parameter).
@@ -150,6 +152,18 @@ def stalled(schema: str, alias: str = "") -> str:
 
 #: The queue's name as the statements below compare it, unseen by the planner (see queue_jobs()).
 UNSEEN_QUEUE_NAME = "(SELECT %(name)s::text)"
+#: The same comparison as Citus routes it: to pick the one shard that holds a queue, Citus reads
+#: the distribution column compared with a constant (a bound parameter is one), never with the
+#: output of a subquery. On the citus-distributed backend, where the job tables' statistics are
+#: each shard's and a shard holds a few queues, every statement runs with this spelling
+#: (routable(), applied by the statement cursor, db/cursors.py).
+ROUTABLE_QUEUE_NAME = "%(name)s::text"
+
+
+@functools.lru_cache(maxsize=1024)
+def routable(sql: str) -> str:
+    """``sql`` with the queue's name compared as Citus routes it (ROUTABLE_QUEUE_NAME)."""
+    return sql.replace(UNSEEN_QUEUE_NAME, ROUTABLE_QUEUE_NAME)
 
 
 def queue_jobs(ids: str = "%(ids)s::uuid[]", alias: str = "") -> str:

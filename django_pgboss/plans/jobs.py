@@ -156,7 +156,10 @@ def insert_jobs(
 
 def _returning(schema: str, insert: str, *, returning: bool, notify: bool) -> str:
     """An insert of jobs with its RETURNING id, or, with notify, wrapped so that one pg_notify
-    is issued (and only when some inserted job is runnable now), returning every id."""
+    is issued (and only when some inserted job is runnable now), returning every id.
+
+    The notifying CTE returns a boolean rather than pg_notify()'s void: Citus keeps a CTE's rows as
+    an intermediate result, which cannot hold a column of a pseudo-type."""
     if not notify:
         return insert + ("RETURNING id" if returning else "")
     return f"""
@@ -165,7 +168,7 @@ def _returning(schema: str, insert: str, *, returning: bool, notify: bool) -> st
       RETURNING id, start_after
     ),
     notified AS (
-      SELECT pg_notify({notify_channel()}, %(name)s)
+      SELECT pg_notify({notify_channel()}, %(name)s) IS NULL AS sent
       FROM inserted WHERE start_after <= {schema}.job_now() LIMIT 1
     )
     SELECT id FROM inserted WHERE (SELECT count(*) FROM notified) >= 0
@@ -307,7 +310,7 @@ def fetch_jobs(
         conditions.append("j.id IN (SELECT id FROM strict_fifo_heads)")
         conditions.append(f"""NOT EXISTS (
             SELECT 1 FROM {schema}.{table} b
-            WHERE b.name = j.name AND b.singleton_key = j.singleton_key
+            WHERE b.name = {fragments.UNSEEN_QUEUE_NAME} AND b.singleton_key = j.singleton_key
               AND b.state IN ('active', 'retry', 'failed') AND b.policy = 'key_strict_fifo'
               AND b.id <> j.id)""")
     if keyed:
@@ -320,7 +323,7 @@ def fetch_jobs(
         # policy, so the two spellings select the same jobs.
         conditions.append(f"""NOT EXISTS (
             SELECT 1 FROM {schema}.{table} a
-            WHERE a.name = j.name AND a.state = 'active' AND a.policy = '{policy}'
+            WHERE a.name = {fragments.UNSEEN_QUEUE_NAME} AND a.state = 'active' AND a.policy = '{policy}'
               AND COALESCE(a.singleton_key, '') = COALESCE(j.singleton_key, ''))""")
     if min_priority:
         conditions.append("j.priority >= %(min_priority)s")
@@ -339,7 +342,7 @@ def fetch_jobs(
         active = "0"
         conditions.append(f"""(j.group_id IS NULL OR NOT EXISTS (
             SELECT 1 FROM {schema}.{table} g
-            WHERE g.name = j.name AND g.state = 'active' AND g.group_id IS NOT NULL
+            WHERE g.name = {fragments.UNSEEN_QUEUE_NAME} AND g.state = 'active' AND g.group_id IS NOT NULL
               AND g.group_id = j.group_id))""")
     elif group_concurrency:
         ctes.append(f"""
@@ -413,7 +416,9 @@ def fetch_jobs(
     # rechecks by tuple id and rejects. The tuple ids are handed over as an array rather than
     # joined: joined, the planner sizes the CTE from the LIMIT and from a few hundred rows up hashes
     # it against a sequential scan of the whole job table. A claim leaves priority and created_on as
-    # they were, so the row's own values order the batch.
+    # they were, so the row's own values order the batch. The update compares the queue's name too,
+    # which costs a filter on rows already found: it is what lets Citus route the whole claim to
+    # the one shard that holds the queue (fragments.ROUTABLE_QUEUE_NAME).
     claimed_rows = f"j.ctid = ANY(ARRAY(SELECT ctid FROM {chosen}))"
     # An UPDATE returns rows in no particular order; the outer SELECT hands the batch back in the
     # order it was claimed in.
@@ -425,7 +430,7 @@ def fetch_jobs(
           started_on = {schema}.job_now(),
           heartbeat_on = {schema}.job_now(),
           retry_count = CASE WHEN j.started_on IS NOT NULL THEN j.retry_count + 1 ELSE j.retry_count END
-        WHERE {claimed_rows}
+        WHERE j.name = {fragments.UNSEEN_QUEUE_NAME} AND {claimed_rows}
         RETURNING {returning}, j.priority AS claim_priority, j.created_on AS claim_created_on
       )
     SELECT {", ".join(columns)} FROM claimed ORDER BY claim_priority DESC, claim_created_on
@@ -504,12 +509,13 @@ def insert_job(
     none, the common case) every column takes the queue's setting or its default directly: the
     same row, without reading a JSON document per column (about 15 µs of a send's server time).
     Fewer parameters and no recordset matter here: a single send is dominated by per-statement
-    costs. For the same reason there is no RETURNING: the id is known before the statement runs,
-    and the row count says whether the row was written (a policy or a throttle slot dropped it,
-    or the queue is gone), which spares every send a row description and a data row to send,
-    read and convert.
+    costs. For the same reason there is no RETURNING without ON CONFLICT: the id is known before
+    the statement runs, and the row count says whether the row was written (the queue is gone),
+    which spares every send a row description and a data row to send, read and convert.
 
-    ``on_conflict`` adds ON CONFLICT DO NOTHING, how a policy or throttle slot drops a job. It is
+    ``on_conflict`` adds ON CONFLICT DO NOTHING, how a policy or throttle slot drops a job, and
+    RETURNING id, which says whether it was written: Citus counts a row that ON CONFLICT dropped as
+    written, so the row count cannot say it there. ON CONFLICT is
     left out only when no unique index can refuse the row (a standard queue, no id given, no
     throttle slot): speculative insertion writes an extra WAL record per row, a real share of a
     single send's cost. ``upsert_by_key`` and ``trace_context`` add the columns of
@@ -563,7 +569,7 @@ def insert_job(
     FROM {schema}.queue q{sources}
     WHERE q.name = %(name)s
     {conflict}
-    """
+    """ + ("RETURNING id" if on_conflict else "")
 
 
 @functools.lru_cache(maxsize=256)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from django_pgboss.plans.fragments import JOB_COLUMNS, counted_retained, queue_jobs
+from django_pgboss.plans.fragments import JOB_COLUMNS, UNSEEN_QUEUE_NAME, counted_retained, queue_jobs
 
 # The attempt fence (pg-boss #925). A worker whose claim lapsed (its heartbeat went stale, the job
 # expired) may still be running when another worker claims the job again. Settling by id and state
@@ -116,7 +116,7 @@ PARENT_FIRST_USED = "NOT EXISTS (SELECT FROM job_parent_first)"
 
 
 def fail_statement(
-    schema: str, table: str, where: str, *, terminal: bool = False, report: bool = False
+    schema: str, table: str, where: str, *, terminal: bool = False, report: bool = False, split: bool = False
 ) -> str:
     """Fail the jobs ``where`` selects: retry those with attempts left, fail the rest for good and
     copy them to their dead letter. Parameters: output (json), and those of ``where``.
@@ -149,6 +149,13 @@ def fail_statement(
 
     The statement locks the parent ``job`` table before the queue's own table (parent_first), as
     delete_queue's DROP TABLE of a partition does: in the other order the two deadlocked.
+
+    ``split`` is the citus-distributed backend's form, pg-boss's split of this statement for
+    distributed engines: it writes no dead-letter copy and reads nothing through the parent
+    ``job`` table, so every job table it touches is the queue's own, on the one node that holds
+    the queue. It returns the count, each failed job as [id, state], and the rows of the jobs
+    failed for good that have a dead letter (a JSON array of job rows), which the caller copies
+    with dead_letter_copies(), one statement per dead-letter queue, in the same transaction.
     """
     retry_start = f"""CASE
         WHEN retry_count = retry_limit THEN start_after
@@ -186,9 +193,12 @@ def fail_statement(
         f"CASE WHEN retry_count < retry_limit THEN NULL ELSE {schema}.job_now() END",
     )
     failed = reinsert(f"'failed'::{schema}.job_state", "start_after", f"{schema}.job_now()")
-    return f"""
-    WITH {parent_first(schema)},
-    fail_output AS (SELECT %(output)s::jsonb AS output WHERE {PARENT_FIRST_USED}),
+    head = f"""{parent_first(schema)},
+    fail_output AS (SELECT %(output)s::jsonb AS output WHERE {PARENT_FIRST_USED})"""
+    if split:
+        head = "fail_output AS (SELECT %(output)s::jsonb AS output)"
+    body = f"""
+    WITH {head},
     deleted_jobs AS (
       DELETE FROM {schema}.{table}
       WHERE {where}
@@ -206,7 +216,14 @@ def fail_statement(
       SELECT * FROM retried_jobs
       UNION ALL
       SELECT * FROM failed_jobs
-    ),
+    )"""
+    if split:
+        return f"""{body}
+    SELECT (SELECT count(*) FROM results),
+      (SELECT COALESCE(json_agg(json_build_array(id, state)), '[]'::json) FROM results),
+      (SELECT COALESCE(json_agg(r), '[]'::json) FROM results r WHERE r.state = 'failed' AND r.dead_letter IS NOT NULL)
+    """
+    return f"""{body},
     dead_lettered AS (
       INSERT INTO {schema}.job (
         name, priority, data, retry_limit, retry_backoff, retry_delay, start_after, created_on,
@@ -230,11 +247,19 @@ def fail_statement(
 
 
 @functools.lru_cache(maxsize=256)
-def fail_jobs(schema: str, table: str, *, fenced: bool, terminal: bool = False, report: bool = False) -> str:
+def fail_jobs(
+    schema: str,
+    table: str,
+    *,
+    fenced: bool,
+    terminal: bool = False,
+    report: bool = False,
+    split: bool = False,
+) -> str:
     """Fail jobs by id. Parameters: output (json), name, ids[, attempts].
 
     Unfenced, a job still waiting can be failed too (state < 'completed'), as in pg-boss; fenced,
-    only the named active attempt. ``terminal`` and ``report`` are fail_statement's.
+    only the named active attempt. ``terminal``, ``report`` and ``split`` are fail_statement's.
     """
     return fail_statement(
         schema,
@@ -242,7 +267,36 @@ def fail_jobs(schema: str, table: str, *, fenced: bool, terminal: bool = False, 
         f"{queue_jobs()} AND state < 'completed' {_fence(fenced)}",
         terminal=terminal,
         report=report,
+        split=split,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def dead_letter_copies(schema: str) -> str:
+    """Copy jobs failed for good into one dead-letter queue: the second half of the split fail
+    (fail_statement(split=True)). Parameters: name (the dead-letter queue), failed (a JSON array
+    of the failed jobs' rows, as the split fail returned them). Returns [source id, queue, copy id]
+    rows. The copies are the ones the unsplit statement writes; every row of one statement goes
+    to one queue, so Citus writes them to the one shard that holds it.
+    """
+    return f"""
+    INSERT INTO {schema}.job (
+      name, priority, data, retry_limit, retry_backoff, retry_delay, start_after, created_on,
+      keep_until, deletion_seconds, expire_seconds, singleton_key, group_id, group_tier,
+      heartbeat_seconds, source_name, source_id, source_created_on, source_retry_count,
+      source_output, source_root_id, trace_context
+    )
+    SELECT
+      q.name, r.priority, r.data, q.retry_limit, q.retry_backoff, q.retry_delay,
+      {schema}.job_now(), {schema}.job_now(), {schema}.job_now() + q.retention_seconds * interval '1s',
+      q.deletion_seconds, q.expire_seconds, r.singleton_key, r.group_id, r.group_tier,
+      q.heartbeat_seconds, r.name, r.id, r.created_on, r.retry_count, r.output,
+      COALESCE(r.source_root_id, r.id), r.trace_context
+    FROM json_populate_recordset(NULL::{schema}.job, %(failed)s::json) r
+    JOIN {schema}.queue q ON q.name = %(name)s
+    WHERE r.dead_letter = %(name)s
+    RETURNING source_id, name, id
+    """
 
 
 def cancel_jobs(schema: str, table: str, *, fenced: bool) -> str:
@@ -352,11 +406,15 @@ def touch_attempts(schema: str, table: str) -> str:
 # would collide with one of its key already waiting to retry; it then goes back as 'created'
 # instead, and only when both places are taken is it left for a plain fail() (which, as pg-boss's
 # does, fails it for good: the policy keeps one waiting job per state).
-_STATELY_TAKEN = """EXISTS (
+_STATELY_TAKEN = (
+    """EXISTS (
         SELECT 1 FROM {schema}.{table} o
-        WHERE o.name = j.name AND o.state = '{state}' AND o.policy = 'stately'
+        WHERE o.name = """
+    + UNSEEN_QUEUE_NAME
+    + """ AND o.state = '{state}' AND o.policy = 'stately'
           AND COALESCE(o.singleton_key, '') = COALESCE(j.singleton_key, '')
       )"""
+)
 
 
 @functools.lru_cache(maxsize=256)

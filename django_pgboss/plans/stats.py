@@ -36,14 +36,19 @@ def reset_max_seconds(pass_seconds: float) -> int:
     return max(DELTA_RESET_MAX_SECONDS, int(pass_seconds * 2))
 
 
-def claim_due_queues(schema: str, column: str, *, fallback: str | None = None) -> str:
+def claim_due_queues(
+    schema: str, column: str, *, fallback: str | None = None, skip_locked: bool = True
+) -> str:
     """Claim the named queues whose ``column`` stamp is at least N seconds old, and stamp them.
 
     Parameters: names, seconds. The rows are locked in name order (FOR NO KEY UPDATE, so job
-    inserts holding a key-share lock through the foreign key are not blocked) and SKIP LOCKED: two
-    monitors claiming overlapping sets take disjoint parts instead of deadlocking or waiting. A
-    queue never claimed is due at once. Returns the claimed names, whether the stats aggregate
-    may run (no vacuum backoff in force), and the stamp the claim wrote (what hands it back).
+    inserts holding a key-share lock through the foreign key are not blocked) and, with
+    ``skip_locked``, SKIP LOCKED: two monitors claiming overlapping sets take disjoint parts instead
+    of waiting. Without it (pg-boss's profiles other than postgres, see
+    ``constants.queue_claims_skip_locked()``) the second waits, and the name order alone keeps the
+    two free of deadlocks. A queue never claimed is due at once. Returns the claimed names, whether
+    the stats aggregate may run (no vacuum backoff in force), and the stamp the claim wrote (what
+    hands it back).
     """
     if column not in {"monitor_claim_on", "maintain_on"}:
         raise ValueError(f"{column!r} is not a queue claim column")
@@ -54,7 +59,7 @@ def claim_due_queues(schema: str, column: str, *, fallback: str | None = None) -
       WHERE name = ANY(%(names)s::text[])
         AND extract(epoch FROM ({schema}.job_now() - {since})) >= %(seconds)s
       ORDER BY name
-      FOR NO KEY UPDATE SKIP LOCKED
+      FOR NO KEY UPDATE{" SKIP LOCKED" if skip_locked else ""}
     )
     UPDATE {schema}.queue SET {column} = {schema}.job_now()
     FROM due

@@ -6,9 +6,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.plans import catalog as plans
+from django_pgboss.plans import citus as citus_plans
 from django_pgboss.schema.catalog import Catalog, read_catalog
+from django_pgboss.schema.citus import CITUS_DISTRIBUTED, Placement, distributed_catalog, placement_problems
 from django_pgboss.schema.drift import DriftReport, QueueTable, compare
 from django_pgboss.schema.manifest import MANIFEST_VERSIONS, expected_catalog
 
@@ -53,9 +56,15 @@ class SchemaState:
         return found
 
 
-def read_state(context: DatabaseContext) -> SchemaState:
+def read_state(context: DatabaseContext, *, check_placement: bool = True) -> SchemaState:
     """Read the catalog and version of ``context``'s schema; at a version with a manifest, compare
-    it with that."""
+    it with that.
+
+    A schema whose job table Citus distributes is compared with the citus-distributed variant
+    (:mod:`django_pgboss.schema.citus`). With ``check_placement``, the report also says where the
+    tables' placement over a Citus cluster differs from what ``PGBOSS["BACKEND"]`` asks for; the
+    migrations leave it out, since the schema is distributed only by their last step.
+    """
     catalog = read_catalog(context)
     state = SchemaState(context.schema, catalog)
     if not state.installed:
@@ -64,8 +73,47 @@ def read_state(context: DatabaseContext) -> SchemaState:
     if state.version in MANIFEST_VERSIONS:
         state.queues = read_partitioned_queues(context, catalog)
         building = read_unfinished_builds(context, catalog)
-        state.report = compare(expected_catalog(state.version), catalog, state.queues, building)
+        placement = read_placement(context)
+        distributed = placement is not None and placement.get("job", Placement("local")).kind == "distributed"
+        expected = expected_catalog(state.version)
+        if distributed:
+            expected = distributed_catalog(expected)
+        state.report = compare(expected, catalog, state.queues, building)
+        if check_placement:
+            state.report.problems.extend(_placement_problems(placement, distributed, catalog, state.queues))
     return state
+
+
+def read_placement(context: DatabaseContext) -> dict[str, Placement] | None:
+    """Where Citus places each of the schema's tables it knows, or None without the citus extension."""
+    if context.one_or_none(citus_plans.citus_extension()) is None:
+        return None
+    rows = context.all(citus_plans.placement(), {"nspname": context.schema})
+    return {table: Placement(kind, column, colocation) for table, kind, column, colocation in rows}
+
+
+def _placement_problems(
+    placement: dict[str, Placement] | None, distributed: bool, catalog: Catalog, queues: list[QueueTable]
+) -> list[str]:
+    backend = pgboss_settings.BACKEND
+    if backend == CITUS_DISTRIBUTED and placement is None:
+        return [
+            'PGBOSS["BACKEND"] is "citus-distributed", but this database has no citus extension: '
+            "create it (and register the worker nodes), then run manage.py migrate pgboss"
+        ]
+    if backend == CITUS_DISTRIBUTED and not distributed:
+        return [
+            'PGBOSS["BACKEND"] is "citus-distributed", but the job table is not distributed: run manage.py migrate pgboss'
+        ]
+    if backend == CITUS_DISTRIBUTED:
+        assert placement is not None
+        return placement_problems(placement, catalog.tables, queues)
+    if distributed:
+        return [
+            f'the job table is distributed over a Citus cluster, but PGBOSS["BACKEND"] is "{backend}": '
+            'set it to "citus-distributed"'
+        ]
+    return []
 
 
 def read_version(context: DatabaseContext) -> int | None:

@@ -55,6 +55,9 @@
 //       boss.fetch() of up to 100 jobs with a propagator that records the carrier pg-boss reads
 //       back for each job it fetched; prints the jobs' ids and those carriers, then completes them.
 //
+// PGBOSS_NODE_BACKEND, when set, is pg-boss's `backend` option (tests/conftest.py sets it to
+// citus when the suite runs on the Citus cluster in the "citus" mode).
+//
 // <schema> is spelled as a pg-boss user configures it: bare, or in double quotes when the name
 // needs them. pg-boss is resolved from PGBOSS_NODE_DIR, where scripts/test.sh installs it.
 import { createRequire } from 'node:module'
@@ -78,6 +81,7 @@ const boss = new PgBoss({
     : {}),
   connectionString,
   schema,
+  ...(process.env.PGBOSS_NODE_BACKEND ? { backend: process.env.PGBOSS_NODE_BACKEND } : {}),
   supervise: false,
   schedule: command === 'timekeep',
   cronWorkerIntervalSeconds: 1,

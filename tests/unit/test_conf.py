@@ -22,6 +22,7 @@ def test_defaults_apply_for_missing_keys():
     assert DEFAULTS == {
         "SCHEMA": "pgboss",
         "DATABASE": "default",
+        "BACKEND": "postgres",
         "PREPARED_STATEMENTS": True,
         "MONITOR_INTERVAL_SECONDS": 60,
         "MAINTENANCE_INTERVAL_SECONDS": 86400,
