@@ -114,6 +114,28 @@ def parent_first(schema: str) -> str:
 
 PARENT_FIRST_USED = "NOT EXISTS (SELECT FROM job_parent_first)"
 
+#: The columns a dead-letter copy writes, its queue's name first: shared by the fail statement's
+#: copy and the split fail's (dead_letter_copies()), so the two write the same job.
+_DEAD_LETTER_COLUMNS = (
+    "name, priority, data, retry_limit, retry_backoff, retry_delay, start_after, created_on, "
+    "keep_until, deletion_seconds, expire_seconds, singleton_key, group_id, group_tier, "
+    "heartbeat_seconds, source_name, source_id, source_created_on, source_retry_count, "
+    "source_output, source_root_id, trace_context"
+)
+
+
+def _dead_letter_values(schema: str) -> str:
+    """A dead-letter copy's values after its queue's name, from the failed job ``r`` and its
+    dead-letter queue ``q``: the queue's retry and retention settings, the job's payload, and the
+    provenance columns that chain it to the job it copies."""
+    return (
+        f"r.priority, r.data, q.retry_limit, q.retry_backoff, q.retry_delay, {schema}.job_now(), "
+        f"{schema}.job_now(), {schema}.job_now() + q.retention_seconds * interval '1s', "
+        "q.deletion_seconds, q.expire_seconds, r.singleton_key, r.group_id, r.group_tier, "
+        "q.heartbeat_seconds, r.name, r.id, r.created_on, r.retry_count, r.output, "
+        "COALESCE(r.source_root_id, r.id), r.trace_context"
+    )
+
 
 def fail_statement(
     schema: str, table: str, where: str, *, terminal: bool = False, report: bool = False, split: bool = False
@@ -226,17 +248,10 @@ def fail_statement(
     return f"""{body},
     dead_lettered AS (
       INSERT INTO {schema}.job (
-        name, priority, data, retry_limit, retry_backoff, retry_delay, start_after, created_on,
-        keep_until, deletion_seconds, expire_seconds, singleton_key, group_id, group_tier,
-        heartbeat_seconds, source_name, source_id, source_created_on, source_retry_count,
-        source_output, source_root_id, trace_context
+        {_DEAD_LETTER_COLUMNS}
       )
       SELECT
-        r.dead_letter, r.priority, r.data, q.retry_limit, q.retry_backoff, q.retry_delay,
-        {schema}.job_now(), {schema}.job_now(), {schema}.job_now() + q.retention_seconds * interval '1s',
-        q.deletion_seconds, q.expire_seconds, r.singleton_key, r.group_id, r.group_tier,
-        q.heartbeat_seconds, r.name, r.id, r.created_on, r.retry_count, r.output,
-        COALESCE(r.source_root_id, r.id), r.trace_context
+        r.dead_letter, {_dead_letter_values(schema)}
       FROM results r
       JOIN {schema}.queue q ON q.name = r.dead_letter
       WHERE r.state = 'failed'
@@ -281,17 +296,10 @@ def dead_letter_copies(schema: str) -> str:
     """
     return f"""
     INSERT INTO {schema}.job (
-      name, priority, data, retry_limit, retry_backoff, retry_delay, start_after, created_on,
-      keep_until, deletion_seconds, expire_seconds, singleton_key, group_id, group_tier,
-      heartbeat_seconds, source_name, source_id, source_created_on, source_retry_count,
-      source_output, source_root_id, trace_context
+      {_DEAD_LETTER_COLUMNS}
     )
     SELECT
-      q.name, r.priority, r.data, q.retry_limit, q.retry_backoff, q.retry_delay,
-      {schema}.job_now(), {schema}.job_now(), {schema}.job_now() + q.retention_seconds * interval '1s',
-      q.deletion_seconds, q.expire_seconds, r.singleton_key, r.group_id, r.group_tier,
-      q.heartbeat_seconds, r.name, r.id, r.created_on, r.retry_count, r.output,
-      COALESCE(r.source_root_id, r.id), r.trace_context
+      q.name, {_dead_letter_values(schema)}
     FROM json_populate_recordset(NULL::{schema}.job, %(failed)s::json) r
     JOIN {schema}.queue q ON q.name = %(name)s
     WHERE r.dead_letter = %(name)s
