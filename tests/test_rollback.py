@@ -225,7 +225,7 @@ def test_to_rolls_back_several_steps_in_one_transaction_and_sql_prints_them(rest
     assert version_of(pgboss_settings.SCHEMA) == [(46,)]  # --sql changes nothing
     assert MigrationRecorder(connection).migration_qs.filter(app="pgboss").exists()
 
-    assert "Forgot pgboss's 7 recorded migration(s)" in rollback()
+    assert "Forgot pgboss's 8 recorded migration(s)" in rollback()
     assert version_of(pgboss_settings.SCHEMA) == [(45,)]
 
     # A step that fails (here the second: a column it drops is already gone) leaves all as it was.

@@ -95,9 +95,11 @@ def test_migrate_back_to_0004_is_schema_43_and_forward_again_is_46_with_every_jo
     found = state()
     assert found.report is not None and found.report.ok, found.report.problems  # 43's manifest
     assert "instance" not in found.catalog.tables
-    create_queue_at_43("kept", partition=True)
-    rows(FILL_SQL, ["kept", 1])
-    [(sent,)] = rows("SELECT id::text FROM {s}.job WHERE name = 'kept'")
+    # A name no other test gives a queue: this one is created by 43's own SQL, past the process's
+    # queue-route cache, which would still send a fetch to an earlier test's table of that name.
+    create_queue_at_43("kept-at-43", partition=True)
+    rows(FILL_SQL, ["kept-at-43", 1])
+    [(sent,)] = rows("SELECT id::text FROM {s}.job WHERE name = 'kept-at-43'")
 
     out = io.StringIO()
     call_command("migrate", "pgboss", stdout=out)
@@ -111,14 +113,14 @@ def test_migrate_back_to_0004_is_schema_43_and_forward_again_is_46_with_every_jo
     assert "OK: no drift." in doctor()
     # The queue's table held a job, so its new indexes were queued; job_common held none and got its
     # indexes in the migration.
-    table = table_of("kept")
+    table = table_of("kept-at-43")
     pending = {(e.table, e.name) for e in boss.get_bam_entries() if e.status == "pending"}
     assert {t for t, _ in pending} == {table}
     assert set(NEW_INDEXES) <= indexes_of("job_common")
     assert not set(NEW_INDEXES) & indexes_of(table)
     Monitor(cron=False).build_indexes(gated=False)
     assert set(NEW_INDEXES) <= indexes_of(table)
-    [job] = boss.fetch("kept")
+    [job] = boss.fetch("kept-at-43")
     assert (job.id, job.data) == (sent, {"n": 1})
 
 
