@@ -110,7 +110,8 @@ def pytest_report_header(config):
 #: letters, redrive and lineage, flows, schedules, publish, update and upsert, bulk deletes, the
 #: monitor's counts, expiry, retention and history, the tasks backend, the admin pages, the worker
 #: with its database restarts, the instance registry, bam, the doctor), pg-boss itself beside it
-#: in its citus profile (test_citus_interop), and the Citus tests; the modules left out test pure
+#: in its citus profile (test_citus_interop), and the Citus tests (the routing test runs in its
+#: own step, in the citus-distributed mode it is about); the modules left out test pure
 #: layers (argument checks, cron and rrule, charts, import paths), which no database changes, or
 #: repeat a feature here through another door (transactional handlers are the worker's fetch and
 #: settle inside one transaction; the plain interop suite is test_citus_interop's in more
@@ -142,7 +143,6 @@ CITUS_PART = frozenset(
         "test_doctor",
         "test_citus",
         "test_citus_interop",
-        "test_citus_routing",
     }
 )
 

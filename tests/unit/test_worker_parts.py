@@ -247,13 +247,20 @@ def test_a_stop_puts_unstarted_jobs_back_waits_out_the_grace_period_then_interru
     store.create_queue("q")
     ids = store.send_many("q", 3)
     reasons: list[str | None] = []
+    handler_started = threading.Event()
 
     def handler(job: Any) -> None:
+        handler_started.set()
         job.signal.wait(PATIENCE_SECONDS)
         reasons.append(job.signal.reason)
 
     run = start(Registration("q", handler, concurrency=1, batch_size=3), grace_seconds=30)
-    eventually(lambda: store.states("q") == {"active": 3}, "one job running, two claimed ahead")
+    # All three are claimed before the handler thread takes its first one: a stop in between
+    # would find all three unstarted, so the test waits for the handler itself.
+    eventually(
+        lambda: handler_started.is_set() and store.states("q") == {"active": 3},
+        "one job running, two claimed ahead",
+    )
     run.worker.stop()
     eventually(lambda: store.states("q") == {"active": 1, "retry": 2}, "the unstarted jobs back")
     running = next(job for job in store.jobs.values() if job.state == "active")
