@@ -7,7 +7,7 @@ a clock that they look up here on each use, rather than calling ``time.monotonic
 a thread waits for the test to move time (``clock.advance()``) instead of for real seconds to pass,
 as pg-boss's TestClock drives its timers.
 
-The protocol is the worker's (``worker/ports.py``'s ``Clock``), so one clock a test moves drives
+The worker's ports (``worker/ports.py``) name this same ``Clock``, so one clock a test moves drives
 both. This module sits beneath every layer, with ``conf`` and ``exceptions``: it imports nothing
 of ours.
 """
@@ -49,11 +49,10 @@ class Clock(Protocol):
 class SystemClock:
     """The real clock: ``time.monotonic()``, ``time.time()`` and the threading waits."""
 
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def time(self) -> float:
-        return time.time()
+    # The time module's functions themselves, not methods that call them: a worker's handler
+    # thread reads the clock twice a job.
+    monotonic = staticmethod(time.monotonic)
+    time = staticmethod(time.time)
 
     def wait(self, event: threading.Event, seconds: float | None) -> bool:
         return event.wait(None if seconds is None else max(seconds, 0.0))

@@ -12,11 +12,12 @@ last heartbeat of a job) is read from ``Clock.monotonic()``, and every timed wai
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+# The worker's clock is the package's (clocks.py, beneath every layer): one clock a test moves
+# drives the worker's timers and the monitor's.
+from django_pgboss.clocks import SYSTEM_CLOCK, Clock, SystemClock
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.records import Job
 
@@ -112,47 +113,3 @@ class QueueCatalog(Protocol):
     def all_queues(self, names: Iterable[str] | None = None) -> Sequence[QueueFacts]:
         """The named queues that exist (every queue when ``names`` is None), in name order."""
         ...
-
-
-class Clock(Protocol):
-    """The worker's time: a monotonic reading, a wall-clock reading, and timed waits.
-
-    ``wait(event, seconds)`` returns True as soon as ``event`` is set, False once ``seconds`` have
-    passed on this clock. ``wait_on(condition, seconds)`` is ``condition.wait()``: called with the
-    condition's lock held, it may return early (its caller looks again, as every caller of a
-    condition does), and never later than ``seconds`` on this clock.
-    """
-
-    def monotonic(self) -> float:
-        """Seconds on a clock that never goes back."""
-        ...
-
-    def time(self) -> float:
-        """Seconds since the epoch (the moments a snapshot reports)."""
-        ...
-
-    def wait(self, event: threading.Event, seconds: float | None) -> bool:
-        """Wait for ``event`` at most ``seconds`` (None: for ever); True if it was set."""
-        ...
-
-    def wait_on(self, condition: threading.Condition, seconds: float | None) -> None:
-        """Wait on ``condition`` (its lock held) at most ``seconds``."""
-        ...
-
-
-class SystemClock:
-    """The process's own clocks and waits: what a worker runs on outside tests."""
-
-    # The time module's functions themselves: a handler thread reads the clock twice a job.
-    monotonic = staticmethod(time.monotonic)
-    time = staticmethod(time.time)
-
-    def wait(self, event: threading.Event, seconds: float | None) -> bool:
-        return event.wait(seconds)
-
-    def wait_on(self, condition: threading.Condition, seconds: float | None) -> None:
-        condition.wait(seconds)
-
-
-#: The one SystemClock every worker shares unless it is given another.
-SYSTEM_CLOCK: Clock = SystemClock()
