@@ -198,7 +198,7 @@ STATEMENTS = """
 SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND query NOT LIKE '%%pg_stat_statements%%'
-  AND query NOT LIKE 'SELECT 1 FROM ONLY %%'
+  AND query NOT LIKE 'SELECT %% FROM ONLY %% FOR KEY SHARE OF x'
 """
 
 
