@@ -424,7 +424,7 @@ def report(samples: dict[tuple[str, str], list[Sample]], ratios: dict[tuple[str,
                 continue
             n = jobs[workload]
             labels = list(runs[0].statements)
-            statements = " / ".join(f"{statistics.median(r.statements[label] for r in runs) / n:.2f}" for label in labels)
+            statements = " / ".join(f"{statistics.median(r.statements[label] for r in runs) / n:.3f}" for label in labels)
             client = statistics.median(r.client_cpu for r in runs) / n * 1e6
             head = statistics.median(r.node_cpu[labels[0]] for r in runs) / n * 1e6
             workers = statistics.median(sum(r.node_cpu[label] for label in labels[1:]) for r in runs) / n * 1e6
