@@ -206,6 +206,26 @@ class EventLoopThread:
             self._thread.join(timeout)
 
 
+class EventLoopSlots:
+    """The worker's one event loop, started when the first async queue opens its slots, and each
+    async queue's slots on it: what the async host (worker/async_host.py) is handed to run them."""
+
+    def __init__(self) -> None:
+        self.loop: EventLoopThread | None = None
+
+    def open(self, state: Any, host: AsyncHost) -> AsyncQueue:
+        """``state``'s queue's slots on the loop, not started yet (their ``start()`` does)."""
+        if self.loop is None:
+            self.loop = EventLoopThread()
+            self.loop.start()
+        return AsyncQueue(state, self.loop, host)
+
+    def close(self) -> None:
+        """End the loop, once every queue's slots ended; nothing when no async queue opened."""
+        if self.loop is not None:
+            self.loop.stop()
+
+
 class AsyncQueue:
     """One async queue's ``concurrency`` slots on the worker's loop, each taking the next unit
     from the queue's buffer once free (see the module docstring)."""

@@ -44,6 +44,7 @@ from django_pgboss.conf import pgboss_settings
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
 from django_pgboss.observability.instruments import HandlerInstruments
 from django_pgboss.worker.async_host import AsyncQueues
+from django_pgboss.worker.async_slots import EventLoopSlots
 from django_pgboss.worker.backoff import when_reachable
 from django_pgboss.worker.banner import banner
 from django_pgboss.worker.deadlines import EXIT_ABANDONED_THREADS, Deadlines
@@ -163,7 +164,9 @@ class Worker:
         self._pool = HandlerPool(
             self._board, instruments=instruments, transactional_store=transactional_store
         )
-        self._async = AsyncQueues(self._board, self._pool, overruns=self._overruns, instruments=instruments)
+        self._async = AsyncQueues(
+            self._board, self._pool, slots=EventLoopSlots(), overruns=self._overruns, instruments=instruments
+        )
         self._deadlines = Deadlines(
             self._board,
             self._pool,

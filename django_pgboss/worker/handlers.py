@@ -195,6 +195,13 @@ class HandlerPool:
         """How many abandoned threads are still running."""
         return sum(1 for thread, d in self.detached.items() if d.abandoned and thread.is_alive())
 
+    def join_attached(self, timeout: float) -> None:
+        """Wait (``timeout`` seconds each) for every thread the pool started, except those
+        detached at a deadline, which are left running (their units were settled)."""
+        for thread in self.threads:
+            if thread not in self.detached:
+                thread.join(timeout=timeout)
+
     # -- one unit --------------------------------------------------------------------------------
 
     def _run_unit(self, state: QueueState, unit: Unit) -> None:
