@@ -63,6 +63,22 @@ from django_pgboss.worker.state import Board, ClaimBudget, QueueState, WorkerSta
 
 __all__ = ["EXIT_ABANDONED_THREADS", "MAX_GRACE_SECONDS", "Worker", "WorkerStats", "queue_capacity"]
 
+#: The options of the worker process itself, which ``Boss.worker()`` takes (the queues come from
+#: work() there).
+PROCESS_OPTIONS = frozenset(
+    {
+        "burst",
+        "max_jobs",
+        "grace_seconds",
+        "listen",
+        "max_abandoned_threads",
+        "instruments",
+        "store",
+        "queue_catalog",
+        "clock",
+    }
+)
+
 #: The longest stop grace period a Worker takes (a day): past threading.TIMEOUT_MAX its waits would
 #: raise OverflowError instead of waiting.
 MAX_GRACE_SECONDS = 86_400
