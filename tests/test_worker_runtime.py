@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from django_pgboss import Boss, boss
-from django_pgboss.exceptions import InvalidOption, QueueNotFound
+from django_pgboss.exceptions import InvalidOption, OffWorkWaitsOnItself, QueueNotFound
 from django_pgboss.worker import Worker
 from django_pgboss.worker.engine import PROCESS_OPTIONS
 from tests.helpers import job_row
@@ -140,3 +140,35 @@ def test_what_the_runtime_api_refuses():
             worker.work("other", lambda job: None, colour="blue")
     with pytest.raises(InvalidOption, match="takes no more work"):
         worker.work("fresh", lambda job: None)
+
+
+@pytest.mark.parametrize("kind", ["thread", "coroutine"])
+def test_off_work_waiting_from_its_own_handler_is_refused_and_without_wait_stops_the_queue(kind):
+    boss.create_queue("self-stop")
+    refusals: list[str] = []
+
+    def stop_from_inside(job):
+        try:
+            worker.off_work("self-stop")
+        except OffWorkWaitsOnItself as exc:
+            refusals.append(str(exc))
+        # Refused before anything changed: the queue is still worked, and stops only now.
+        assert "self-stop" in worker.work_ids
+        worker.off_work("self-stop", wait=False)
+        return "stopped itself"
+
+    async def stop_from_a_coroutine(job):
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(stop_from_inside)(job)
+
+    handler = stop_from_inside if kind == "thread" else stop_from_a_coroutine
+    with Worker([]) as worker:
+        worker.work("self-stop", handler, polling_interval_seconds=0.2)
+        job = boss.send("self-stop", {})
+        wait_for(lambda: worker.wip().queues == [], timeout=30)
+        assert job_row(job, "state", "output") == ("completed", {"value": "stopped itself"})
+        assert len(refusals) == 1 and "from inside a handler of queue 'self-stop'" in refusals[0]
+        later = boss.send("self-stop", {})
+        worker.notify("self-stop")
+        assert job_row(later, "state") == ("created",)

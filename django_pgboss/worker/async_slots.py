@@ -68,7 +68,7 @@ from django_pgboss.cancellation import DEADLINE
 from django_pgboss.records import Job
 from django_pgboss.worker import job_logs
 from django_pgboss.worker.messages import Errored, Outcome, Returned, Unit
-from django_pgboss.worker.state import job_ids
+from django_pgboss.worker.state import RUNNING_HANDLER, job_ids
 
 #: How long a coroutine cancelled at its deadline may go on before its slot leaves it running.
 ABANDON_GRACE_SECONDS = 1.0
@@ -486,6 +486,9 @@ class AsyncQueue:
         job_logs.started(name, jobs)
         began = time.perf_counter()
         raised: BaseException | None = None
+        # The unit's own task: what the coroutine runs through sync_to_async sees it too, so that
+        # off_work() called from the handler knows whose it is (state.RUNNING_HANDLER).
+        inside = RUNNING_HANDLER.set(self.state)
         try:
             with self.host.span(name, jobs):
                 return await registration.handler(jobs if registration.batch else jobs[0])
@@ -493,6 +496,7 @@ class AsyncQueue:
             raised = exc
             raise
         finally:
+            RUNNING_HANDLER.reset(inside)
             seconds = time.perf_counter() - began
             self.host.ended(name, seconds)
             job_logs.ended(name, jobs, seconds, raised)

@@ -41,7 +41,7 @@ from django_pgboss.api.queues import QueueStore
 from django_pgboss.api.warnings import start_retry
 from django_pgboss.arguments import INT8_MAX, boolean, integer, number
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.exceptions import InvalidOption, QueueNotFound
+from django_pgboss.exceptions import InvalidOption, OffWorkWaitsOnItself, QueueNotFound
 from django_pgboss.observability.instruments import HandlerInstruments
 from django_pgboss.worker.async_host import AsyncQueues
 from django_pgboss.worker.async_slots import EventLoopSlots
@@ -59,7 +59,15 @@ from django_pgboss.worker.registry import Registration, validated
 from django_pgboss.worker.settler import Settler
 from django_pgboss.worker.shutdown import Shutdown, put_back_unstarted
 from django_pgboss.worker.snapshot import WorkerSnapshot, take
-from django_pgboss.worker.state import Board, ClaimBudget, QueueState, WorkerStats, logger, queue_capacity
+from django_pgboss.worker.state import (
+    RUNNING_HANDLER,
+    Board,
+    ClaimBudget,
+    QueueState,
+    WorkerStats,
+    logger,
+    queue_capacity,
+)
 
 __all__ = ["EXIT_ABANDONED_THREADS", "MAX_GRACE_SECONDS", "Worker", "WorkerStats", "queue_capacity"]
 
@@ -460,7 +468,12 @@ class Worker:
         """Stop working a queue (by its name or the id work() returned): its fetcher ends, its
         claimed jobs that have not started go back to the queue uncharged, and with ``wait``
         (the default) the call returns once its running handlers are done and their results
-        written. Without ``wait`` they finish in the background. Unknown names raise InvalidOption."""
+        written. Without ``wait`` they finish in the background. Unknown names raise InvalidOption.
+
+        Called with ``wait`` from inside a handler of that very queue, it would wait for itself:
+        it raises OffWorkWaitsOnItself instead, before anything changes (pg-boss's offWork()
+        awaited there never returns). ``wait=False`` is the way to stop a queue from its handler.
+        """
         with self._runtime:
             name = next(
                 (queue for queue, work_id in self.work_ids.items() if name_or_work_id in (queue, work_id)),
@@ -468,6 +481,13 @@ class Worker:
             )
             if name is None:
                 raise InvalidOption(f"{name_or_work_id!r} is neither a queue nor a work id this worker works")
+            running_handler = RUNNING_HANDLER.get()
+            if wait and running_handler is not None and running_handler is self._board.queues.get(name):
+                raise OffWorkWaitsOnItself(
+                    f"off_work({name_or_work_id!r}, wait=True) was called from inside a handler of queue "
+                    f"{name!r}: it would wait for that handler to return, which waits for off_work(); "
+                    "call off_work() with wait=False from a handler"
+                )
             del self.work_ids[name]
             self.registrations = [r for r in self.registrations if r.queue != name]
             board = self._board
