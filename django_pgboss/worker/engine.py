@@ -34,7 +34,7 @@ from typing import Any
 
 from django.db import DatabaseError, connections
 
-from django_pgboss import signals
+from django_pgboss import clocks, signals
 from django_pgboss.api.boss import Boss
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.api.queues import QueueStore
@@ -54,7 +54,7 @@ from django_pgboss.worker.heartbeats import Heartbeats
 from django_pgboss.worker.instance import registrar
 from django_pgboss.worker.listener import ListenerSettings, NotifyListener
 from django_pgboss.worker.overruns import HandlerOverruns
-from django_pgboss.worker.ports import SYSTEM_CLOCK, Clock, QueueCatalog, WorkerStore
+from django_pgboss.worker.ports import Clock, QueueCatalog, WorkerStore
 from django_pgboss.worker.registry import Registration, validated
 from django_pgboss.worker.settler import Settler
 from django_pgboss.worker.shutdown import Shutdown, put_back_unstarted
@@ -104,7 +104,9 @@ class Worker:
     see observability/instruments.py).
 
     ``store``, ``queue_catalog`` and ``clock`` replace the worker's PostgreSQL job store, its
-    queue reads and the system clock (worker/ports.py): what a test drives the engine with. A
+    queue reads and its clock (worker/ports.py): what a test drives the engine with. Without
+    ``clock`` the worker takes the clock installed when it is built (``django_pgboss.clocks``):
+    the system's, or the timers of the ``TestClock`` a test attached. A
     worker given a store of its own listens for no notifications, registers no instance and
     refuses transactional queues (their transaction is PostgreSQL's).
     """
@@ -161,7 +163,10 @@ class Worker:
         self.max_jobs = max_jobs
         self.grace_seconds = grace_seconds
         self.listen = listen and on_postgres
-        self.clock = clock if clock is not None else SYSTEM_CLOCK
+        # The clock installed in django_pgboss.clocks now: the system's, or the timers of a
+        # TestClock the test attached, so that a worker a test starts inside the clock polls,
+        # beats and keeps its deadlines as the test moves time, unwired.
+        self.clock = clock if clock is not None else clocks.current()
         self.stats = WorkerStats(started_at=self.clock.monotonic(), clock=self.clock.monotonic)
         self._created_at = self.clock.time()
         # Each queue's handler label, for the messages jobs are failed with (work() adds to it).
