@@ -360,9 +360,11 @@ class Boss(AsyncTwins):
         id, ``off_work(name_or_work_id, wait=True)`` removes it, ``notify(name)`` wakes a queue,
         ``wip()`` says what runs, ``start()`` / ``stop(grace_seconds=None)`` run it on a thread
         of its own, and ``with boss.worker() as worker:`` does both. ``options`` are the
-        process's: ``burst``, ``max_jobs``, ``grace_seconds``, ``listen``,
-        ``max_abandoned_threads``, ``instruments`` and ``clock`` (Worker's). Refuses a bad option
-        with InvalidOption before anything starts.
+        process's, as Worker takes them: ``burst``, ``max_jobs``, ``grace_seconds``, ``listen``,
+        ``max_abandoned_threads``, ``instruments``, ``clock`` (without it, the clock installed now:
+        the system's, or an attached TestClock's timers), and the ports a test fakes, ``store``
+        and ``queue_catalog``. Refuses any other, or a bad value, with InvalidOption before
+        anything starts.
         """
         # Imported here: the worker sits above the API (it is built over a Boss), so the façade
         # reaches it only when one is asked for, as supervise() reaches the monitor's pass.
