@@ -45,10 +45,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-from collections import Counter
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -97,11 +97,15 @@ def connect_targets(postgres_port: int, citus_port: int) -> dict[str, Target]:
             ports = {"postgres": postgres_port}
         else:
             ports = {"coordinator": citus_port, "worker1": citus_port + 1, "worker2": citus_port + 2}
-        nodes = {label: psycopg.connect(node_url(port, database), autocommit=True) for label, port in ports.items()}
+        nodes = {
+            label: psycopg.connect(node_url(port, database), autocommit=True) for label, port in ports.items()
+        }
         for label, conn in nodes.items():
             libraries = conn.execute("SHOW shared_preload_libraries").fetchone()[0]
             if "pg_stat_statements" not in libraries:
-                raise SystemExit(f"{name} {label}: pg_stat_statements is not preloaded (bench/citus_cluster.sh start)")
+                raise SystemExit(
+                    f"{name} {label}: pg_stat_statements is not preloaded (bench/citus_cluster.sh start)"
+                )
         # On Citus the coordinator's CREATE EXTENSION reaches the workers (which refuse their own).
         next(iter(nodes.values())).execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         targets[name] = Target(name, node_url(next(iter(ports.values())), database), nodes)
@@ -133,7 +137,9 @@ def child(target: Target, queues: list[str], *args: str) -> list[str]:
         timeout=1800,
     )
     if done.returncode != 0:
-        raise SystemExit(f"{target.name}: {' '.join(args)} exited with {done.returncode}: {done.stderr[-3000:]}")
+        raise SystemExit(
+            f"{target.name}: {' '.join(args)} exited with {done.returncode}: {done.stderr[-3000:]}"
+        )
     return done.stdout.strip().splitlines()[-1].split() if done.stdout.strip() else []
 
 
@@ -257,7 +263,9 @@ def run(target: Target, workload: str, queues: list[str], jobs: int) -> Sample:
         seconds, loop_cpu, _longest = child(target, queues, workload, str(jobs))
         # The child's CPU over its loop alone: its start-up (Django's, a few hundred ms) is no job's.
         sample = stop_counting(target, before, float(seconds))._replace(client_cpu=float(loop_cpu))
-        found = coordinator.execute(f"SELECT count(*) FROM {TABLE} WHERE name = ANY(%s)", (queues,)).fetchone()[0]
+        found = coordinator.execute(
+            f"SELECT count(*) FROM {TABLE} WHERE name = ANY(%s)", (queues,)
+        ).fetchone()[0]
         if found != jobs:
             raise SystemExit(f"{target.name}: {found} of {jobs} jobs enqueued")
         return sample
@@ -271,9 +279,21 @@ def run(target: Target, workload: str, queues: list[str], jobs: int) -> Sample:
 
 
 def drain(target: Target, queues: list[str], batch_size: int) -> None:
-    command = [sys.executable, "-m", "django", "pgboss_work", "--concurrency", "1", "--burst", "--verbosity", "0"]
+    command = [
+        sys.executable,
+        "-m",
+        "django",
+        "pgboss_work",
+        "--concurrency",
+        "1",
+        "--burst",
+        "--verbosity",
+        "0",
+    ]
     command += ["--batch-size", str(batch_size), *(f"--queue={name}" for name in queues)]
-    done = subprocess.run(command, env=child_env(target, queues), cwd=REPO_ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        command, env=child_env(target, queues), cwd=REPO_ROOT, capture_output=True, text=True
+    )
     if done.returncode != 0:
         raise SystemExit(f"{target.name}: pgboss_work exited with {done.returncode}: {done.stderr[-3000:]}")
 
@@ -307,7 +327,12 @@ def spread_queues(distributed: Target, count: int) -> tuple[list[str], dict[str,
     """``count`` queue names whose job_common shards are split evenly over the workers, and
     where each is (shard id, worker port)."""
     coordinator = distributed.nodes["coordinator"]
-    workers = sorted(row[0] for row in coordinator.execute("SELECT nodeport FROM pg_dist_node WHERE noderole = 'primary' AND groupid > 0"))
+    workers = sorted(
+        row[0]
+        for row in coordinator.execute(
+            "SELECT nodeport FROM pg_dist_node WHERE noderole = 'primary' AND groupid > 0"
+        )
+    )
     per_worker = {port: 0 for port in workers}
     limit = -(-count // len(workers))  # each worker's share, rounded up
     chosen: dict[str, tuple[int, int]] = {}
@@ -329,7 +354,12 @@ def measure_move(distributed: Target, jobs: int, placement: dict[str, tuple[int,
     coordinator = distributed.nodes["coordinator"]
     # From the worker holding fewer shards (or as many), so that the move leaves the cluster
     # uneven by two and the rebalance below has a shard group to move back.
-    held = Counter(port for _, port in coordinator.execute(f"SELECT shardid, nodeport FROM citus_shards WHERE table_name = '{TABLE}'::regclass").fetchall())
+    held = Counter(
+        port
+        for _, port in coordinator.execute(
+            f"SELECT shardid, nodeport FROM citus_shards WHERE table_name = '{TABLE}'::regclass"
+        ).fetchall()
+    )
     moved_queue = min(placement, key=lambda name: held[placement[name][1]])
     shard, source = placement[moved_queue]
     other = next(name for name, (_, port) in placement.items() if port != source)
@@ -399,23 +429,43 @@ def measure_move(distributed: Target, jobs: int, placement: dict[str, tuple[int,
 # -- the report --------------------------------------------------------------------------------
 
 
-def report(samples: dict[tuple[str, str], list[Sample]], ratios: dict[tuple[str, str], list[float]], jobs: dict[str, int], targets: list[str]) -> None:
-    print("| workload | " + " | ".join(f"{t} jobs/s" for t in targets) + " | " + " | ".join(f"{t} / postgres" for t in targets[1:]) + " |")
+def report(
+    samples: dict[tuple[str, str], list[Sample]],
+    ratios: dict[tuple[str, str], list[float]],
+    jobs: dict[str, int],
+    targets: list[str],
+) -> None:
+    print(
+        "| workload | "
+        + " | ".join(f"{t} jobs/s" for t in targets)
+        + " | "
+        + " | ".join(f"{t} / postgres" for t in targets[1:])
+        + " |"
+    )
     print("|---|" + "--:|" * (2 * len(targets) - 1))
     for workload in WORKLOADS:
         if (workload, targets[0]) not in samples:
             continue
-        rates = [f"{jobs[workload] / statistics.median(s.seconds for s in samples[(workload, t)]):,.0f}" for t in targets]
+        rates = [
+            f"{jobs[workload] / statistics.median(s.seconds for s in samples[(workload, t)]):,.0f}"
+            for t in targets
+        ]
         shares = [
             f"**{statistics.median(ratios[(workload, t)]):.0%}** ({', '.join(f'{r:.0%}' for r in ratios[(workload, t)])})"
             for t in targets[1:]
         ]
         print(f"| {WORKLOADS[workload]} | " + " | ".join(rates) + " | " + " | ".join(shares) + " |")
     print()
-    print("Statements a job (pg_stat_statements, medians over the rounds): coordinator (or the one server) / worker1 / worker2")
-    print("and CPU a job in µs (medians): client; coordinator (or the one server); workers; the coordinator's share of the cluster's")
+    print(
+        "Statements a job (pg_stat_statements, medians over the rounds): coordinator (or the one server) / worker1 / worker2"
+    )
+    print(
+        "and CPU a job in µs (medians): client; coordinator (or the one server); workers; the coordinator's share of the cluster's"
+    )
     print()
-    print("| workload | target | statements a job | client µs | coordinator µs | workers µs | coordinator's share |")
+    print(
+        "| workload | target | statements a job | client µs | coordinator µs | workers µs | coordinator's share |"
+    )
     print("|---|---|--:|--:|--:|--:|--:|")
     for workload in WORKLOADS:
         for target in targets:
@@ -424,24 +474,36 @@ def report(samples: dict[tuple[str, str], list[Sample]], ratios: dict[tuple[str,
                 continue
             n = jobs[workload]
             labels = list(runs[0].statements)
-            statements = " / ".join(f"{statistics.median(r.statements[label] for r in runs) / n:.3f}" for label in labels)
+            statements = " / ".join(
+                f"{statistics.median(r.statements[label] for r in runs) / n:.3f}" for label in labels
+            )
             client = statistics.median(r.client_cpu for r in runs) / n * 1e6
             head = statistics.median(r.node_cpu[labels[0]] for r in runs) / n * 1e6
-            workers = statistics.median(sum(r.node_cpu[label] for label in labels[1:]) for r in runs) / n * 1e6
+            workers = (
+                statistics.median(sum(r.node_cpu[label] for label in labels[1:]) for r in runs) / n * 1e6
+            )
             share = f"{head / (head + workers):.0%}" if len(labels) > 1 else ""
-            print(f"| {WORKLOADS[workload]} | {target} | {statements} | {client:,.0f} | {head:,.0f} | {workers:,.0f} | {share} |")
+            print(
+                f"| {WORKLOADS[workload]} | {target} | {statements} | {client:,.0f} | {head:,.0f} | {workers:,.0f} | {share} |"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs a run of insert and drain-50 (20000)")
-    parser.add_argument("--per-commit-jobs", type=int, default=2_000, help="jobs a run of send and drain-1 (2000)")
+    parser.add_argument(
+        "--per-commit-jobs", type=int, default=2_000, help="jobs a run of send and drain-1 (2000)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="rounds, the order rotated (3)")
     parser.add_argument("--queues", type=int, default=4, help="queues, split evenly over the workers (4)")
     parser.add_argument("--only", action="append", choices=list(WORKLOADS), help="run only this workload")
-    parser.add_argument("--targets", default=",".join(TARGETS), help="comma-separated subset of the targets (postgres first)")
-    parser.add_argument("--move-jobs", type=int, default=0, help="then measure a shard move of a queue holding this many jobs")
+    parser.add_argument(
+        "--targets", default=",".join(TARGETS), help="comma-separated subset of the targets (postgres first)"
+    )
+    parser.add_argument(
+        "--move-jobs", type=int, default=0, help="then measure a shard move of a queue holding this many jobs"
+    )
     parser.add_argument("--postgres-port", type=int, default=int(os.environ.get("PGBOSS_BENCH_PORT", 55450)))
     parser.add_argument("--citus-port", type=int, default=int(os.environ.get("PGBOSS_CITUS_PORT", 55510)))
     args = parser.parse_args()
@@ -461,10 +523,19 @@ def main() -> None:
         child(connected[target], queues, "setup")
     if "citus-distributed" in targets:
         distributed = connected["citus-distributed"].nodes["coordinator"]
-        kind = distributed.execute(f"SELECT citus_table_type FROM citus_tables WHERE table_name = '{TABLE}'::regclass").fetchone()
+        kind = distributed.execute(
+            f"SELECT citus_table_type FROM citus_tables WHERE table_name = '{TABLE}'::regclass"
+        ).fetchone()
         if not kind or kind[0] != "distributed":
-            raise SystemExit(f"citus-distributed: {TABLE} is not distributed ({kind}): migration 0008 did not run")
-    print("Queues: " + ", ".join(f"{name} (shard {shard}, worker port {port})" for name, (shard, port) in placement.items()))
+            raise SystemExit(
+                f"citus-distributed: {TABLE} is not distributed ({kind}): migration 0008 did not run"
+            )
+    print(
+        "Queues: "
+        + ", ".join(
+            f"{name} (shard {shard}, worker port {port})" for name, (shard, port) in placement.items()
+        )
+    )
 
     jobs = {w: args.per_commit_jobs if w in ("send", "drain-1") else args.jobs for w in WORKLOADS}
     loads = [load_average()]
@@ -480,7 +551,7 @@ def main() -> None:
                 samples.setdefault((workload, target), []).append(sample)
                 print(
                     f"  round {round_index + 1}/{args.rounds} {workload:<8} {target:<17} {jobs[workload] / sample.seconds:>8,.0f} jobs/s, "
-                    f"statements {sample.statements}, CPU s {({k: round(v, 2) for k, v in sample.node_cpu.items()})} "
+                    f"statements {sample.statements}, CPU s { ({k: round(v, 2) for k, v in sample.node_cpu.items()}) } "
                     f"client {sample.client_cpu:.2f}  (load {load_average()})",
                     file=sys.stderr,
                     flush=True,
@@ -492,8 +563,15 @@ def main() -> None:
         connected[target].nodes[next(iter(connected[target].nodes))].execute(f"TRUNCATE {TABLE}")
 
     facts = server_facts(connected["postgres"].nodes["postgres"])
-    citus_version = connected["citus"].nodes["coordinator"].execute("SELECT extversion FROM pg_extension WHERE extname = 'citus'").fetchone()[0]
-    print(f"django_pgboss at {source_revision()}; Citus {citus_version}, a coordinator and 2 workers on this machine")
+    citus_version = (
+        connected["citus"]
+        .nodes["coordinator"]
+        .execute("SELECT extversion FROM pg_extension WHERE extname = 'citus'")
+        .fetchone()[0]
+    )
+    print(
+        f"django_pgboss at {source_revision()}; Citus {citus_version}, a coordinator and 2 workers on this machine"
+    )
     print(
         f"PostgreSQL {facts['server_version']} on 127.0.0.1 (TCP); fsync={facts['fsync']} "
         f"synchronous_commit={facts['synchronous_commit']} full_page_writes={facts['full_page_writes']}; "
