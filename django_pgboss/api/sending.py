@@ -16,16 +16,12 @@ from django_pgboss.api.queues import require_dead_letter
 from django_pgboss.arguments import job_payload
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.constants import QueuePolicy
-from django_pgboss.db.context import DatabaseContext, sqlstate
+from django_pgboss.db.context import STALE_ROUTE_SQLSTATES, DatabaseContext, sqlstate
 from django_pgboss.db.identifiers import schema_key
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
 from django_pgboss.observability import tracing
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.wire import encode_data_array, encode_jobs, single_job_params, to_json
-
-#: SQLSTATEs that mean a cached queue table is out of date: the table is gone (undefined_table), or
-#: job_common refused a row whose queue now has a partition of its own (check_violation).
-STALE_TABLE_SQLSTATES = frozenset({"42P01", "23514"})
 
 
 class JobSender:
@@ -208,7 +204,7 @@ class JobSender:
                     notify=route.notify,
                     trace_context=traced,
                 )
-                stale = STALE_TABLE_SQLSTATES if conflict_possible else STALE_TABLE_SQLSTATES | {"23505"}
+                stale = STALE_ROUTE_SQLSTATES if conflict_possible else STALE_ROUTE_SQLSTATES | {"23505"}
                 fetch_ids = returning or route.notify
             elif len(payload) == 1 and not route.notify:
                 job = payload[0]
@@ -224,7 +220,7 @@ class JobSender:
                     upsert_by_key=upsert_by_key,
                     trace_context=traced,
                 )
-                stale = STALE_TABLE_SQLSTATES if on_conflict else STALE_TABLE_SQLSTATES | {"23505"}
+                stale = STALE_ROUTE_SQLSTATES if on_conflict else STALE_ROUTE_SQLSTATES | {"23505"}
                 known_id = params["id"]
                 # With ON CONFLICT the statement returns the id it wrote (see insert_job()).
                 fetch_ids = on_conflict
@@ -240,7 +236,7 @@ class JobSender:
                     upsert_by_key=upsert_by_key,
                     trace_context=traced,
                 )
-                stale = STALE_TABLE_SQLSTATES
+                stale = STALE_ROUTE_SQLSTATES
                 fetch_ids = returning or route.notify
             if traced:
                 params["trace_context"] = trace_context
