@@ -139,15 +139,6 @@ def test_an_idle_queue_reads_its_route_at_most_once_per_interval_and_nothing_whi
     assert (len(jobs), reads) == (2, 0)
 
 
-def test_a_fetch_within_the_interval_still_finds_nothing_on_a_stale_shared_table(route_clock):
-    # The bound is what keeps idle polling cheap: within it, the stale route is still read.
-    here = cached_here(False)
-    elsewhere(recreate(True))
-    assert here.fetch(QUEUE) == []
-    route_clock.advance(ROUTE_RECHECK_SECONDS)
-    assert len(here.fetch(QUEUE)) == 1
-
-
 def test_a_fetch_inside_a_transaction_follows_a_dropped_table():
     # The fetch has its own savepoint there, so the dropped table's error is retried on the new
     # route, and the caller's transaction goes on.
@@ -159,6 +150,28 @@ def test_a_fetch_inside_a_transaction_follows_a_dropped_table():
         (job,) = here.fetch(QUEUE)
         assert here.complete(QUEUE, job) == 1
     assert job.id == sent
+
+
+@DIRECTIONS
+@pytest.mark.parametrize("in_transaction", [False, True], ids=["autocommit", "in-transaction"])
+def test_a_send_from_the_stale_process_follows_and_its_fetch_finds_the_job(before, after, in_transaction):
+    # The insert path's own handling of a stale route (a dropped table, or job_common's partition
+    # constraint refusing the row): outside a transaction it follows at once; inside one the
+    # statement fails and aborts it, and the next try follows.
+    from django.db import DatabaseError, transaction
+
+    here = cached_here(before)
+    elsewhere(recreate(after, sends=0))
+    if in_transaction:
+        with pytest.raises(DatabaseError), transaction.atomic():
+            here.send(QUEUE, {"n": 8})
+        with transaction.atomic():
+            sent = here.send(QUEUE, {"n": 9})
+    else:
+        sent = here.send(QUEUE, {"n": 9})
+    (job,) = here.fetch(QUEUE)
+    assert (job.id, job.data) == (sent, {"n": 9})
+    assert here.complete(QUEUE, job) == 1
 
 
 def claimed_elsewhere(partition: bool) -> Callable[[Boss], dict[str, Any]]:

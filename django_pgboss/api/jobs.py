@@ -25,7 +25,6 @@ from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import (
     ROUTE_RECHECK_SECONDS,
-    STALE_ROUTE_SQLSTATES,
     DatabaseContext,
     QueueRoute,
     sqlstate,
@@ -444,7 +443,9 @@ class JobStore:
         try:
             result = run(route)
         except DatabaseError as exc:
-            if sqlstate(exc) not in STALE_ROUTE_SQLSTATES or (context.in_atomic_block and not savepoint):
+            if sqlstate(exc) not in context.stale_route_sqlstates or (
+                context.in_atomic_block and not savepoint
+            ):
                 raise
             fresh = context.recheck_route(name, route)
             if fresh is None or fresh.table == route.table:

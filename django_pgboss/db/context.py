@@ -55,6 +55,10 @@ ROUTE_RECHECK_SECONDS = 5.0
 #: gone (undefined_table), or job_common refused a row whose queue now has a partition of its own
 #: (check_violation).
 STALE_ROUTE_SQLSTATES = frozenset({"42P01", "23514"})
+#: The same on the citus-distributed backend, where a shard's partition constraint that refuses a
+#: row reaches the coordinator as an internal error (XX000, "new row for relation job_common_NNN
+#: violates partition constraint"), not as check_violation.
+DISTRIBUTED_STALE_ROUTE_SQLSTATES = STALE_ROUTE_SQLSTATES | {"XX000"}
 
 
 class QueueRoute:
@@ -126,6 +130,12 @@ class DatabaseContext:
         """Whether the schema is the citus-distributed variant (``PGBOSS["BACKEND"]``), whose
         statements that span queues run split, one queue's job table each (docs/citus.md)."""
         return bool(pgboss_settings.BACKEND == Backend.CITUS_DISTRIBUTED)
+
+    @property
+    def stale_route_sqlstates(self) -> frozenset[str]:
+        """The SQLSTATEs of an error that may mean a cached queue route is stale, on this backend
+        (the caller reads the route again, and runs its statement once more only when it moved)."""
+        return DISTRIBUTED_STALE_ROUTE_SQLSTATES if self.distributed else STALE_ROUTE_SQLSTATES
 
     def same_database(self, other: DatabaseContext) -> bool:
         """Whether ``other`` runs on the same alias and schema."""
