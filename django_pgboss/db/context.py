@@ -274,7 +274,8 @@ class DatabaseContext:
         row = self.one_or_none(queue_plans.get_queue_routing(self.quoted_schema), {"name": name})
         if row is None:
             raise QueueNotFound(f"queue {name!r} does not exist; create it with create_queue() first")
-        route = QueueRoute(*row, checked=clocks.current().monotonic())
+        table, policy, notify = row
+        route = QueueRoute(table, policy, notify, checked=clocks.current().monotonic())
         with self._routes_lock:
             self._routes[name] = route
         return route
@@ -296,7 +297,7 @@ class DatabaseContext:
         if at_most_every is not None and now - used.checked < at_most_every:
             return None
         row = self.one_or_none(queue_plans.get_queue_routing(self.quoted_schema), {"name": name})
-        fresh = None if row is None else QueueRoute(*row, checked=now)
+        fresh = None if row is None else QueueRoute(row[0], row[1], row[2], checked=now)
         if fresh is None or fresh.same_as(used):
             used.checked = now
             return None
