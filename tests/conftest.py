@@ -157,6 +157,7 @@ CITUS_PART = frozenset(
         "test_send",
         "test_fetch",
         "test_settle",
+        "test_stale_routes",
         "test_policies",
         "test_queues",
         "test_failure",
