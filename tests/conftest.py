@@ -97,6 +97,10 @@ def node_backend() -> dict[str, str]:
 #: Whether the suite runs on the Citus cluster of scripts/citus.sh (scripts/test.sh with
 #: PGBOSS_TEST_BACKEND=citus or citus-distributed), which the tests marked ``citus`` need.
 ON_CITUS = os.environ.get("PGBOSS_TEST_BACKEND") in ("citus", "citus-distributed")
+#: Whether the suite runs in the citus-distributed mode, which pg-boss (Node) cannot share as a
+#: neighbour (docs/citus.md, "What a user gives up"): the tests marked ``pgboss_neighbour`` are
+#: deselected there, and run in every other mode.
+ON_CITUS_DISTRIBUTED = os.environ.get("PGBOSS_TEST_BACKEND") == "citus-distributed"
 
 
 def pytest_report_header(config):
@@ -152,13 +156,18 @@ def pytest_collection_modifyitems(config, items):
         if item.path.stem in CITUS_PART and item.path.parent.name == "tests":
             item.add_marker(pytest.mark.citus_part)
     # The citus tests need the cluster's other nodes and databases; on one PostgreSQL they are
-    # deselected, which pytest counts in its summary line.
-    if ON_CITUS:
+    # deselected, which pytest counts in its summary line. In the citus-distributed mode a pg-boss
+    # neighbour's tests are, since pg-boss cannot share that mode's schema (docs/citus.md).
+    if ON_CITUS_DISTRIBUTED:
+        marker = "pgboss_neighbour"
+    elif ON_CITUS:
         return
-    deselected = [item for item in items if item.get_closest_marker("citus")]
+    else:
+        marker = "citus"
+    deselected = [item for item in items if item.get_closest_marker(marker)]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if not item.get_closest_marker("citus")]
+        items[:] = [item for item in items if not item.get_closest_marker(marker)]
 
 
 def pgboss_schema_option(schema: str) -> str:
