@@ -49,6 +49,7 @@ def bind_test_clock(alias: str, quoted_schema: str, *, attached: bool) -> None:
     else:
         _TEST_CLOCKS.discard((alias, quoted_schema))
 
+
 #: psycopg's own timestamptz loader (its C one where psycopg's binary package is installed).
 _TIMESTAMPTZ_OID = psycopg.adapters.types["timestamptz"].oid
 _NATIVE_TIMESTAMPTZ_LOADER = psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
@@ -215,8 +216,10 @@ class _RoutableCursor:
         if not isinstance(sql, str):
             return self._cursor.execute(sql, params)
         sql = routable(sql)
-        if self._clock is not None and f"{self._clock}.job_now()" in sql and sql.strip() != (
-            reading := testing_plans.clock_reading(self._clock)
+        if (
+            self._clock is not None
+            and f"{self._clock}.job_now()" in sql
+            and sql.strip() != (reading := testing_plans.clock_reading(self._clock))
         ):
             self._cursor.execute(reading)
             (now,) = self._cursor.fetchone()

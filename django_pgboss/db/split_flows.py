@@ -39,7 +39,12 @@ def split_resolve(context: DatabaseContext, table: str, name: str) -> int:
             counts = children[child_name]
             ids = sorted(counts)
             context.execute(flow_plans.lock_children(schema), {"name": child_name, "ids": ids})
-            params: dict[str, Any] = {"name": child_name, "ids": ids, "counts": json.dumps(counts), "now": now}
+            params: dict[str, Any] = {
+                "name": child_name,
+                "ids": ids,
+                "counts": json.dumps(counts),
+                "now": now,
+            }
             context.execute(flow_plans.release_children(schema), params)
     context.execute(flow_plans.clear_parents(schema, table), {"name": name, "ids": parents})
     return len(parents)

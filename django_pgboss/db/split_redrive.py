@@ -17,7 +17,9 @@ from django_pgboss.db.context import DatabaseContext
 from django_pgboss.plans import redrive as redrive_plans
 
 
-def split_redrive(context: DatabaseContext, table: str, params: dict[str, Any]) -> list[tuple[Any, Any, bool]]:
+def split_redrive(
+    context: DatabaseContext, table: str, params: dict[str, Any]
+) -> list[tuple[Any, Any, bool]]:
     """Redrive the jobs of the dead-letter queue ``params["name"]`` (in job table ``table``) with
     the filter and limit of ``params``, as plans.redrive.redrive() does. Returns its rows: per job
     taken, oldest first, (id, new id or None, whether it was failed in place)."""
@@ -39,7 +41,9 @@ def split_redrive(context: DatabaseContext, table: str, params: dict[str, Any]) 
         moved = [row[0] for row in candidates if new_ids[str(row[0])] in written]
         refused = _refused(candidates, written, new_ids)
         if moved:
-            context.execute(redrive_plans.redrive_remove(schema, table), {"name": params["name"], "ids": moved})
+            context.execute(
+                redrive_plans.redrive_remove(schema, table), {"name": params["name"], "ids": moved}
+            )
         failed: set[str] = set()
         if refused:
             outputs = {str(row[0]): json.loads(row[4]) for row in refused}
@@ -47,7 +51,11 @@ def split_redrive(context: DatabaseContext, table: str, params: dict[str, Any]) 
                 str(row[0])
                 for row in context.all(
                     redrive_plans.redrive_refuse(schema, table),
-                    {"name": params["name"], "ids": [row[0] for row in refused], "outputs": json.dumps(outputs)},
+                    {
+                        "name": params["name"],
+                        "ids": [row[0] for row in refused],
+                        "outputs": json.dumps(outputs),
+                    },
                 )
             }
     return [
