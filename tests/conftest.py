@@ -10,7 +10,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from django.db import connection
+from django.core.management.color import no_style
+from django.db import connection, connections
+from django.test import TransactionTestCase
 
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_identifier
@@ -44,6 +46,35 @@ def reset_pgboss_schema(schema: str | None = None) -> None:
             f"TRUNCATE {quoted}.job, {quoted}.queue_stats, {quoted}.job_dependency, {quoted}.warning, "
             f"{quoted}.subscription, {quoted}.schedule, {quoted}.bam, {quoted}.queue{registry}"
         )
+
+
+#: The tables a committing test's flush keeps: the content types and permissions, which Django's
+#: flush empties and its post_migrate signal then writes back, the same rows every time (no test
+#: changes them). Writing them back took about half of each committing test's teardown.
+KEPT_BY_FLUSH = frozenset({"django_content_type", "auth_permission"})
+
+
+def _flush_keeping_content_types(test_case: TransactionTestCase) -> None:
+    """TransactionTestCase._fixture_teardown as Django runs it for the suite (no available_apps,
+    no serialized rollback), without emptying KEPT_BY_FLUSH and so without post_migrate."""
+    if test_case.available_apps is not None or test_case.serialized_rollback:
+        _django_fixture_teardown(test_case)
+        return
+    for alias in test_case._databases_names(include_mirrors=False):
+        ops, introspection = connections[alias].ops, connections[alias].introspection
+        tables = [
+            table
+            for table in introspection.django_table_names(only_existing=True, include_views=False)
+            if table not in KEPT_BY_FLUSH
+        ]
+        ops.execute_sql_flush(ops.sql_flush(no_style(), tables))
+
+
+_django_fixture_teardown = TransactionTestCase._fixture_teardown
+
+
+def pytest_configure(config):
+    TransactionTestCase._fixture_teardown = _flush_keeping_content_types  # type: ignore[method-assign]
 
 
 @pytest.fixture(scope="session")
@@ -97,13 +128,14 @@ def node_backend() -> dict[str, str]:
 #: Whether the suite runs on the Citus cluster of scripts/citus.sh (scripts/test.sh with
 #: PGBOSS_TEST_BACKEND=citus or citus-distributed), which the tests marked ``citus`` need.
 ON_CITUS = os.environ.get("PGBOSS_TEST_BACKEND") in ("citus", "citus-distributed")
-#: Whether the suite runs in the citus-distributed mode, which pg-boss (Node) cannot share as a
-#: neighbour (docs/citus.md, "What a user gives up"): the tests marked ``pgboss_neighbour`` are
-#: deselected there, and run in every other mode.
-ON_CITUS_DISTRIBUTED = os.environ.get("PGBOSS_TEST_BACKEND") == "citus-distributed"
+
+#: Whether the suite runs on that cluster with the job table distributed (citus-distributed).
+DISTRIBUTED = os.environ.get("PGBOSS_TEST_BACKEND") == "citus-distributed"
 
 
 def pytest_report_header(config):
+    if DISTRIBUTED:
+        return "database: the Citus cluster of scripts/citus.sh, job table distributed; the tests marked node are deselected"
     if ON_CITUS:
         return "database: the Citus cluster of scripts/citus.sh (PGBOSS_TEST_BACKEND=citus)"
     return "database: PostgreSQL; the tests marked citus are deselected (PGBOSS_TEST_BACKEND=citus runs them)"
@@ -156,18 +188,17 @@ def pytest_collection_modifyitems(config, items):
         if item.path.stem in CITUS_PART and item.path.parent.name == "tests":
             item.add_marker(pytest.mark.citus_part)
     # The citus tests need the cluster's other nodes and databases; on one PostgreSQL they are
-    # deselected, which pytest counts in its summary line. In the citus-distributed mode a pg-boss
-    # neighbour's tests are, since pg-boss cannot share that mode's schema (docs/citus.md).
-    if ON_CITUS_DISTRIBUTED:
-        marker = "pgboss_neighbour"
-    elif ON_CITUS:
+    # deselected, which pytest counts in its summary line. In the citus-distributed mode the
+    # tests that run pg-boss (Node) beside django_pgboss are deselected instead: pg-boss cannot
+    # share a distributed schema (docs/citus.md, "What a user gives up"), so a Node neighbour is
+    # not a set-up this mode supports.
+    if ON_CITUS and not DISTRIBUTED:
         return
-    else:
-        marker = "citus"
-    deselected = [item for item in items if item.get_closest_marker(marker)]
+    unsupported = "node" if DISTRIBUTED else "citus"
+    deselected = [item for item in items if item.get_closest_marker(unsupported)]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if not item.get_closest_marker(marker)]
+        items[:] = [item for item in items if not item.get_closest_marker(unsupported)]
 
 
 def pgboss_schema_option(schema: str) -> str:

@@ -223,7 +223,6 @@ def stage(name: str) -> None:
 
 
 @pytest.mark.node
-@pytest.mark.pgboss_neighbour
 @pytest.mark.django_db(transaction=True)
 def test_a_python_and_a_node_monitor_give_the_same_bins_and_counts(run_pgboss):
     stage("ours")
@@ -291,7 +290,6 @@ def worked_from_its_start_after(name: str, child: str) -> None:
 
 
 @pytest.mark.node
-@pytest.mark.pgboss_neighbour
 @pytest.mark.django_db(transaction=True)
 def test_a_flow_child_released_late_waits_from_its_release_as_in_pg_boss(run_pgboss):
     _, ours = stage_late_flow("ours")

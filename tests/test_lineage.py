@@ -10,7 +10,7 @@ from django.db import connection
 
 from django_pgboss import InvalidJobReference, boss
 from django_pgboss.plans import redrive as redrive_plans
-from tests.conftest import ON_CITUS_DISTRIBUTED
+from tests.conftest import DISTRIBUTED
 from tests.helpers import rows, schema_sql
 
 pytestmark = pytest.mark.django_db
@@ -127,7 +127,7 @@ def test_the_chain_is_read_through_job_i12():
     scans off, as a large table would make them too dear)."""
     ids = two_round_trips()
     with connection.cursor() as cursor:
-        if ON_CITUS_DISTRIBUTED:
+        if DISTRIBUTED:
             # The shards' plans are made on the worker nodes, which see the setting below only
             # when Citus passes it on; and each shard's plan is shown, not one of them.
             cursor.execute("SET LOCAL citus.propagate_set_commands = 'local'")

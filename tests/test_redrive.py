@@ -632,7 +632,6 @@ def test_the_examples_in_docs_dead_letters_work_as_written():
 
 
 @pytest.mark.node
-@pytest.mark.pgboss_neighbour
 @pytest.mark.django_db(transaction=True)
 def test_a_chain_redriven_by_pg_boss_and_by_us_reads_the_same_on_both_sides(run_pgboss):
     schema = pgboss_settings.SCHEMA
@@ -656,7 +655,6 @@ def test_a_chain_redriven_by_pg_boss_and_by_us_reads_the_same_on_both_sides(run_
 
 
 @pytest.mark.node
-@pytest.mark.pgboss_neighbour
 @pytest.mark.django_db(transaction=True)
 def test_a_conflict_reads_the_same_whichever_side_redrove(run_pgboss):
     boss.create_queue("dlq")
