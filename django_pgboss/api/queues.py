@@ -23,6 +23,7 @@ from django_pgboss.arguments import queue_options as validate_queue_options
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import QueuePolicy
 from django_pgboss.db.context import DatabaseContext
+from django_pgboss.db.split_stats import split_count
 from django_pgboss.exceptions import DeadLetterQueueNotFound, InvalidOption, QueueInUse, QueueNotFound
 from django_pgboss.latency import percentile
 from django_pgboss.plans import history as history_plans
@@ -267,10 +268,14 @@ class QueueStore:
         )
         table = context.route(name).table
         with context.atomic():
-            counted = context.all(
-                stats_plans.cache_queue_stats(schema, table, throughput=False, history=False),
-                {"names": [name], "lock_key": lock_key, "reset_max": 0},
-            )
+            params = {"names": [name], "lock_key": lock_key, "reset_max": 0}
+            if context.distributed:
+                # Citus runs the count only split (db/split_stats.py).
+                counted = split_count(context, table, params, throughput=False, history=False)
+            else:
+                counted = context.all(
+                    stats_plans.cache_queue_stats(schema, table, throughput=False, history=False), params
+                )
             if counted:
                 *gauges, captured_on, _, _ = context.one(
                     history_plans.queue_stats_cache(schema), {"name": name}

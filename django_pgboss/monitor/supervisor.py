@@ -48,6 +48,7 @@ from django_pgboss.constants import queue_claims_skip_locked
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_identifier, quote_job_table
 from django_pgboss.db.split_fail import copy_to_dead_letters
+from django_pgboss.db.split_stats import split_count
 from django_pgboss.monitor.retention import maintain
 from django_pgboss.monitor.slow_queries import timed_statements
 from django_pgboss.observability.logs import queue_extra
@@ -241,7 +242,11 @@ def _count(
     with context.atomic():
         if own_transaction:
             context.execute(stats_plans.jit_off())
-        rows = context.all(stats_plans.cache_queue_stats(schema, table, throughput=persist), params)
+        if context.distributed:
+            # Citus runs the count only split (db/split_stats.py).
+            rows = split_count(context, table, params, throughput=persist)
+        else:
+            rows = context.all(stats_plans.cache_queue_stats(schema, table, throughput=persist), params)
         if rows and persist:
             # The snapshot copies the queue rows the count just wrote, in the count's transaction:
             # its row locks and its stats try-lock keep every other monitor from claiming and

@@ -109,6 +109,38 @@ def jit_off() -> str:
     return "SET LOCAL jit = off"
 
 
+def window_inputs(schema: str, *, split: bool = False) -> str:
+    """Each named queue's counting window and true-up reach, from queue and queue_stats: name, h
+    (where the true-up recount starts), top and settled (the last snapshot's end and what the
+    snapshots since h hold), w_start and w_end (the window). Named parameters: names, reset_max.
+
+    With ``split`` (the citus-distributed backend's first read, see count_one_queue()), also the
+    queue's retained_on and the clock, the values the job-only aggregate then takes bound.
+    """
+    end, _start = _window(schema, "q")
+    extra = f", q.retained_on, {schema}.job_now() AS now" if split else ""
+    return f"""SELECT q.name, a.h, t.top, t.settled, {_start} AS w_start, {end} AS w_end{extra}
+          FROM {schema}.queue q
+          LEFT JOIN LATERAL (
+            SELECT CASE WHEN x.f IS NULL OR x.f > x.b THEN x.f ELSE x.b END AS h
+            FROM (
+              SELECT
+                COALESCE(max(s.delta_on) FILTER (WHERE {_true_up_anchor(schema)}), min(s.delta_on)) AS b,
+                min(s.delta_on) FILTER (WHERE {_retention_floor(schema, "q")}) AS f
+              FROM {schema}.queue_stats s
+              WHERE s.name = q.name AND {_true_up_reach(schema)}
+            ) x
+          ) a ON true
+          LEFT JOIN LATERAL (
+            SELECT max(s.delta_on) AS top,
+              sum(s.created_delta + s.completed_delta + s.failed_delta) AS settled
+            FROM {schema}.queue_stats s
+            WHERE s.name = q.name AND {_true_up_reach(schema)} AND s.delta_on > a.h
+          ) t ON true
+          WHERE q.name = ANY(%(names)s::text[])
+"""
+
+
 #: The states job_i14 holds, the jobs the gauges count. Repeated verbatim, so the planner matches
 #: the partial index to the aggregate's predicate and counts from the index alone.
 LIVE_STATES = "state IN ('created', 'retry', 'active', 'failed')"
@@ -116,10 +148,15 @@ LIVE_STATES = "state IN ('created', 'retry', 'active', 'failed')"
 CACHED_LIVE_COUNT = "queued_count + active_count + failed_count"
 
 
-def _aggregate(schema: str, table: str, *, throughput: bool) -> str:
+def _aggregate(schema: str, table: str, *, throughput: bool, split: bool = False) -> str:
     """Every count the monitor keeps for the named queues (pg-boss 12.38's getQueueStats), one row
     per queue named, with zero gauges for a queue without live jobs. Named parameters: names,
     reset_max (with throughput).
+
+    With ``split`` (the citus-distributed backend, see count_one_queue()), the same counts of one
+    queue from the job table alone: the queue's name, its window and watermarks, and the clock are
+    bound values (name, now, retained_on, w_start, w_end, h, top, settled) instead of reads of
+    queue and queue_stats, so Citus sends the whole statement to the one shard holding the queue.
 
     Each count reads only the jobs it counts, through an index of schema 46 that holds only them:
     the gauges (and the expiry and heartbeat tests) the live jobs in job_i14, whose predicate
@@ -145,6 +182,24 @@ def _aggregate(schema: str, table: str, *, throughput: bool) -> str:
     ready = f"{queued} AND NOT j.blocked AND j.start_after <= {schema}.job_now()"
     finished = "j.state IN ('completed', 'failed')"
     end, _start = _window(schema, "q")
+    # Where the per-queue values come from: reads of queue and queue_stats in the one statement,
+    # bound values in the split form.
+    if split:
+        w = {k: f"%({k})s::timestamptz" for k in ("w_start", "w_end", "h", "top", "retained_on")}
+        w["name"] = "%(name)s::text"
+        names = "(SELECT %(name)s::text AS name) n"
+        named = "j.name = %(name)s::text"
+        inputs = "(SELECT %(name)s::text AS name, %(settled)s::bigint AS settled) q"
+        retained_from = f"{w['retained_on']} AS retained_from"
+    else:
+        w = {k: f"q.{k}" for k in ("name", "w_start", "w_end", "h", "top")}
+        w["retained_on"] = "qr.retained_on"
+        w["name_retained"] = "qr.name"
+        names = "unnest(%(names)s::text[]) AS n(name)"
+        named = "j.name = ANY(%(names)s::text[])"
+        inputs = f"({window_inputs(schema)}) q"
+        retained_from = "qr.retained_on AS retained_from"
+    retained_name = w.get("name_retained", w["name"])
     select = join = ""
     if throughput:
         select = f"""
@@ -163,31 +218,11 @@ def _aggregate(schema: str, table: str, *, throughput: bool) -> str:
         SELECT q.name, created.created_delta, done.completed_delta, done.failed_delta,
           done.latency_slots, oldest.ready_oldest_seconds,
           recreated.n + refinished.n AS recount, q.settled
-        FROM (
-          SELECT q.name, a.h, t.top, t.settled, {_start} AS w_start, {end} AS w_end
-          FROM {schema}.queue q
-          LEFT JOIN LATERAL (
-            SELECT CASE WHEN x.f IS NULL OR x.f > x.b THEN x.f ELSE x.b END AS h
-            FROM (
-              SELECT
-                COALESCE(max(s.delta_on) FILTER (WHERE {_true_up_anchor(schema)}), min(s.delta_on)) AS b,
-                min(s.delta_on) FILTER (WHERE {_retention_floor(schema, "q")}) AS f
-              FROM {schema}.queue_stats s
-              WHERE s.name = q.name AND {_true_up_reach(schema)}
-            ) x
-          ) a ON true
-          LEFT JOIN LATERAL (
-            SELECT max(s.delta_on) AS top,
-              sum(s.created_delta + s.completed_delta + s.failed_delta) AS settled
-            FROM {schema}.queue_stats s
-            WHERE s.name = q.name AND {_true_up_reach(schema)} AND s.delta_on > a.h
-          ) t ON true
-          WHERE q.name = ANY(%(names)s::text[])
-        ) q
+        FROM {inputs}
         LEFT JOIN LATERAL (
           SELECT count(*)::int AS created_delta
           FROM {schema}.{table} j
-          WHERE j.name = q.name AND j.created_on >= q.w_start AND j.created_on < q.w_end
+          WHERE j.name = {w["name"]} AND j.created_on >= {w["w_start"]} AND j.created_on < {w["w_end"]}
         ) created ON true
         LEFT JOIN LATERAL (
           SELECT
@@ -195,27 +230,27 @@ def _aggregate(schema: str, table: str, *, throughput: bool) -> str:
             count(*) FILTER (WHERE j.state = 'failed')::int AS failed_delta,
             {latency_plans.packed_slots()} AS latency_slots
           FROM {schema}.{table} j
-          WHERE j.name = q.name AND j.completed_on >= q.w_start AND j.completed_on < q.w_end
+          WHERE j.name = {w["name"]} AND j.completed_on >= {w["w_start"]} AND j.completed_on < {w["w_end"]}
         ) done ON true
         LEFT JOIN LATERAL (
           SELECT round(extract(epoch FROM ({schema}.job_now()
             - min(GREATEST(j.created_on, j.start_after)))))::int AS ready_oldest_seconds
           FROM {schema}.{table} j
-          WHERE j.name = q.name AND {ready}
+          WHERE j.name = {w["name"]} AND {ready}
         ) oldest ON true
         LEFT JOIN LATERAL (
           SELECT count(*)::int AS n
           FROM {schema}.{table} j
-          WHERE j.name = q.name AND j.created_on >= q.h AND j.created_on < q.top
+          WHERE j.name = {w["name"]} AND j.created_on >= {w["h"]} AND j.created_on < {w["top"]}
         ) recreated ON true
         LEFT JOIN LATERAL (
           SELECT count(*)::int AS n
           FROM {schema}.{table} j
-          WHERE j.name = q.name AND j.completed_on >= q.h AND j.completed_on < q.top AND {finished}
+          WHERE j.name = {w["name"]} AND j.completed_on >= {w["h"]} AND j.completed_on < {w["top"]} AND {finished}
         ) refinished ON true
       ) stats ON stats.name = n.name
       {latency_plans.packed_counts("stats.latency_slots")}"""
-    return f"""
+    sql = f"""
     SELECT n.name,
         COALESCE(live.deferred_count, 0) AS deferred_count,
         COALESCE(live.blocked_count, 0) AS blocked_count,
@@ -228,7 +263,7 @@ def _aggregate(schema: str, table: str, *, throughput: bool) -> str:
         COALESCE(live.stalled_count, 0) AS stalled_count,
         since.retained_since, since.retained_recent, since.retained_from,{select}
         singletons.singletons_active
-      FROM unnest(%(names)s::text[]) AS n(name)
+      FROM {names}
       LEFT JOIN (
         SELECT j.name,
           count(*) FILTER (WHERE {deferred})::int AS deferred_count,
@@ -241,30 +276,32 @@ def _aggregate(schema: str, table: str, *, throughput: bool) -> str:
           count(*) FILTER (WHERE {stalled(schema, "j.")})::int AS stalled_count,
           count(*)::int AS live_count
         FROM {schema}.{table} j
-        WHERE j.name = ANY(%(names)s::text[]) AND j.{LIVE_STATES}
+        WHERE {named} AND j.{LIVE_STATES}
         GROUP BY 1
       ) live ON live.name = n.name
       LEFT JOIN LATERAL (
-        SELECT qr.retained_on AS retained_from,
+        SELECT {retained_from},
           (SELECT count(*)::int FROM {schema}.{table} j
-            WHERE j.name = qr.name AND j.completed_on > qr.retained_on AND j.completed_on <= {end}
+            WHERE j.name = {retained_name} AND j.completed_on > {w["retained_on"]} AND j.completed_on <= {end}
               AND j.{RETAINED_STATES}) AS retained_since,
           (SELECT count(*)::int FROM {schema}.{table} j
-            WHERE j.name = qr.name AND j.completed_on > GREATEST(qr.retained_on, {end})
+            WHERE j.name = {retained_name} AND j.completed_on > GREATEST({w["retained_on"]}, {end})
               AND j.completed_on <= {schema}.job_now() AND j.{RETAINED_STATES}) AS retained_recent
-        FROM {schema}.queue qr
-        WHERE qr.name = n.name
+        {"" if split else f"FROM {schema}.queue qr WHERE qr.name = n.name"}
       ) since ON true
       LEFT JOIN (
         SELECT j.name, array_agg(j.singleton_key) AS singletons_active
         FROM {schema}.{table} j
-        WHERE j.name = ANY(%(names)s::text[]) AND j.state = 'active' AND j.policy IN ('singleton', 'stately')
+        WHERE {named} AND j.state = 'active' AND j.policy IN ('singleton', 'stately')
         GROUP BY 1
       ) singletons ON singletons.name = n.name{join}
     """
+    # The split form reads the clock the coordinator read for the whole count: on a worker
+    # job_now() is that node's own transaction's time, not the count's.
+    return sql.replace(f"{schema}.job_now()", "%(now)s::timestamptz") if split else sql
 
 
-def _retained_assignments(schema: str) -> str:
+def _retained_assignments(schema: str, *, split: bool = False) -> str:
     """The SET clause for retained_count, retained_on and total_count (pg-boss 12.38's).
 
     retained_count takes in the finished jobs only up to the window's end, DELTA_LAG behind the
@@ -277,7 +314,7 @@ def _retained_assignments(schema: str) -> str:
     upgraded schema) keeps the larger of its live jobs and its total_count as it was: a full count
     on a queue older than the columns, zero on a new one.
     """
-    end = f"({schema}.job_now() - {DELTA_LAG})"
+    end = "stats.w_end" if split else f"({schema}.job_now() - {DELTA_LAG})"
     counted = "queue.retained_on IS NOT DISTINCT FROM stats.retained_from"
     live = "COALESCE(stats.live_count, 0)"
     retained = (
@@ -316,9 +353,35 @@ def cache_queue_stats(schema: str, table: str, *, throughput: bool, history: boo
     Without ``history`` the ready count is not pushed onto ready_history: a count that a reader
     asked for (get_queue_stats(force=True)) is not a point of the monitor's sparkline.
     """
+    return f"""
+    WITH lock AS MATERIALIZED (
+      SELECT pg_try_advisory_xact_lock(
+        {lock_id("%(lock_key)s")}) AS got
+    ),
+    stats AS (
+      SELECT * FROM ({_aggregate(schema, table, throughput=throughput)}) counted
+      WHERE (SELECT got FROM lock)
+    )
+    UPDATE {schema}.queue SET{_assignments(schema, throughput=throughput, history=history)}
+    FROM (
+      SELECT name FROM {schema}.queue
+      WHERE name = ANY(%(names)s::text[]) AND (SELECT got FROM lock) AND (SELECT count(*) FROM stats) >= 0
+      ORDER BY name
+      FOR NO KEY UPDATE
+    ) q
+    LEFT JOIN stats ON stats.name = q.name
+    WHERE queue.name = q.name AND (SELECT got FROM lock)
+    RETURNING {_counted_returning(throughput=throughput)}
+    """
+
+
+def _assignments(schema: str, *, throughput: bool, history: bool, split: bool = False) -> str:
+    """The SET clause of a count's queue update, from the counts ``stats``. With ``split`` the
+    window's ends and the clock are the ones the count read on the coordinator (stats.w_start,
+    stats.w_end, %(now)s): Citus refuses job_now() beside a column reference in an UPDATE."""
     throughput_set = ""
     if throughput:
-        queue_end, queue_start = _window(schema, "queue")
+        queue_end, queue_start = ("stats.w_end", "stats.w_start") if split else _window(schema, "queue")
         seconds = f"round(extract(epoch FROM ({queue_end} - {queue_start})))::int"
         empty = latency_plans.EMPTY_BINS
         throughput_set = f"""
@@ -348,37 +411,31 @@ def cache_queue_stats(schema: str, table: str, *, throughput: bool, history: boo
         if history
         else ""
     )
-    true_up_out = "COALESCE(stats.true_up, false)" if throughput else "false"
+    now = "%(now)s::timestamptz" if split else f"{schema}.job_now()"
     return f"""
-    WITH lock AS MATERIALIZED (
-      SELECT pg_try_advisory_xact_lock(
-        {lock_id("%(lock_key)s")}) AS got
-    ),
-    stats AS (
-      SELECT * FROM ({_aggregate(schema, table, throughput=throughput)}) counted
-      WHERE (SELECT got FROM lock)
-    )
-    UPDATE {schema}.queue SET
       deferred_count = COALESCE(stats.deferred_count, 0),
       blocked_count = COALESCE(stats.blocked_count, 0),
       queued_count = COALESCE(stats.queued_count, 0),
       ready_count = COALESCE(stats.ready_count, 0),
       active_count = COALESCE(stats.active_count, 0),
-      failed_count = COALESCE(stats.failed_count, 0),{_retained_assignments(schema)}{throughput_set}
+      failed_count = COALESCE(stats.failed_count, 0),{_retained_assignments(schema, split=split)}{throughput_set}
       singletons_active = stats.singletons_active,
-      monitor_on = {schema}.job_now(){ready_history}
-    FROM (
-      SELECT name FROM {schema}.queue
-      WHERE name = ANY(%(names)s::text[]) AND (SELECT got FROM lock) AND (SELECT count(*) FROM stats) >= 0
-      ORDER BY name
-      FOR NO KEY UPDATE
-    ) q
-    LEFT JOIN stats ON stats.name = q.name
-    WHERE queue.name = q.name AND (SELECT got FROM lock)
-    RETURNING queue.name, queue.queued_count, queue.warning_queued, {true_up_out},
-      extract(epoch FROM (clock_timestamp() - transaction_timestamp()))::float8,
-      COALESCE(stats.expired_count, 0) > 0, COALESCE(stats.stalled_count, 0) > 0
-    """
+      monitor_on = {now}{ready_history}"""
+
+
+#: How long this transaction has pinned its snapshot, in seconds.
+PINNED_SECONDS = "extract(epoch FROM (clock_timestamp() - transaction_timestamp()))::float8"
+
+
+def _counted_returning(*, throughput: bool, split: bool = False) -> str:
+    """What a count returns per queue (see cache_queue_stats()). The split form returns the
+    seconds pinned as a bound value (%(pinned)s), since Citus refuses a call of clock_timestamp()
+    in the RETURNING clause."""
+    true_up_out = "COALESCE(stats.true_up, false)" if throughput else "false"
+    pinned = "%(pinned)s::float8" if split else PINNED_SECONDS
+    return f"""queue.name, queue.queued_count, queue.warning_queued, {true_up_out},
+      {pinned},
+      COALESCE(stats.expired_count, 0) > 0, COALESCE(stats.stalled_count, 0) > 0"""
 
 
 def insert_queue_stats(schema: str) -> str:
@@ -491,4 +548,99 @@ def reduce_retained_count(schema: str) -> str:
         ELSE GREATEST(retained_count - %(retained)s, 0) END,
       total_count = GREATEST(total_count - %(removed)s, 0)
     WHERE name = %(name)s
+    """
+
+
+# The split count of the citus-distributed backend. cache_queue_stats() joins the job table, whose
+# shards Citus spreads over the workers, to queue_stats, a table of the coordinator alone, through
+# correlated subqueries, and its update calls job_now() beside the queue's columns: Citus refuses
+# both. So it runs as pg-boss splits such statements for distributed engines, in one transaction
+# (db/split_stats.py): the try-lock; the windows read on the coordinator; each queue counted by a
+# statement Citus sends whole to the shard holding it, the window and the clock bound; the queue
+# rows locked in name order and updated from the counts, bound as JSON. The try-lock keeps a
+# second monitor out from the first statement to the commit, as it does the one statement.
+
+#: The columns of a count (_aggregate()) as the split update reads them back from JSON, with the
+#: window's ends the coordinator read, in the aggregate's order.
+SPLIT_COUNT_COLUMNS = (
+    ("name", "text"),
+    *(
+        (column, "int")
+        for column in (
+            "deferred_count",
+            "blocked_count",
+            "ready_count",
+            "queued_count",
+            "active_count",
+            "failed_count",
+            "live_count",
+            "expired_count",
+            "stalled_count",
+            "retained_since",
+            "retained_recent",
+        )
+    ),
+    ("retained_from", "timestamptz"),
+)
+#: The columns a count with throughput adds, in the aggregate's order.
+SPLIT_THROUGHPUT_COLUMNS = (
+    ("created_delta", "int"),
+    ("completed_delta", "int"),
+    ("failed_delta", "int"),
+    ("wait_bins", "int[]"),
+    ("run_bins", "int[]"),
+    ("ready_oldest_seconds", "int"),
+    ("true_up", "boolean"),
+)
+#: The last column of every count, then the window's ends the split update adds.
+SPLIT_TAIL_COLUMNS = (("singletons_active", "text[]"), ("w_start", "timestamptz"), ("w_end", "timestamptz"))
+
+
+def split_count_columns(*, throughput: bool) -> tuple[tuple[str, str], ...]:
+    """The columns of the split count's rows, name and type, as count_one_queue() returns them
+    followed by w_start and w_end."""
+    return SPLIT_COUNT_COLUMNS + (SPLIT_THROUGHPUT_COLUMNS if throughput else ()) + SPLIT_TAIL_COLUMNS
+
+
+def stats_try_lock() -> str:
+    """The split count's first statement: the try-lock of cache_queue_stats(). Parameter:
+    lock_key. Returns one row: whether this transaction holds it."""
+    return f"SELECT pg_try_advisory_xact_lock({lock_id('%(lock_key)s')})"
+
+
+@functools.lru_cache(maxsize=64)
+def count_one_queue(schema: str, table: str, *, throughput: bool) -> str:
+    """The split count's statement per queue: _aggregate()'s counts of queue ``%(name)s`` from
+    the job table alone. Named parameters: name, now, retained_on, and with throughput w_start,
+    w_end, h, top, settled (window_inputs(split=True)'s row)."""
+    return _aggregate(schema, table, throughput=throughput, split=True)
+
+
+def pinned_seconds() -> str:
+    """How long this transaction has pinned its snapshot, in seconds (no parameters)."""
+    return f"SELECT {PINNED_SECONDS}"
+
+
+def lock_counted_queues(schema: str) -> str:
+    """Lock the named queues' rows in name order, as cache_queue_stats() does once it has
+    counted. Parameter: names."""
+    return f"""
+    SELECT name FROM {schema}.queue
+    WHERE name = ANY(%(names)s::text[])
+    ORDER BY name
+    FOR NO KEY UPDATE
+    """
+
+
+@functools.lru_cache(maxsize=64)
+def write_counts(schema: str, *, throughput: bool, history: bool = True) -> str:
+    """The split count's last statement: cache_queue_stats()'s update of the queue rows, from the
+    counts bound as a JSON array (split_count_columns()'s rows). Named parameters: counts, now,
+    pinned (the seconds pinned, pinned_seconds()'s). Returns what cache_queue_stats() returns."""
+    columns = ", ".join(f"{name} {kind}" for name, kind in split_count_columns(throughput=throughput))
+    return f"""
+    UPDATE {schema}.queue SET{_assignments(schema, throughput=throughput, history=history, split=True)}
+    FROM jsonb_to_recordset(%(counts)s::jsonb) AS stats({columns})
+    WHERE queue.name = stats.name
+    RETURNING {_counted_returning(throughput=throughput, split=True)}
     """
