@@ -121,6 +121,19 @@ def start_after(schema: str, text: str) -> str:
         END"""
 
 
+def plus_seconds(moment: str, seconds: str) -> str:
+    """The moment ``seconds`` (a number expression) after ``moment`` (a timestamptz expression),
+    spelled so that Citus runs it in an UPDATE whose new value reads the row's own columns.
+
+    timestamptz + interval is STABLE (an interval of days or months is added on the session's
+    calendar), and Citus refuses an UPDATE of a distributed table whose SET calls a STABLE
+    function with a column reference. An interval of seconds means the same on every calendar,
+    so the sum is taken on the UTC wall clock, where timestamp + interval is IMMUTABLE, and read
+    back as a timestamptz: the same moment PostgreSQL's own sum gives, in every time zone.
+    """
+    return f"((({moment}) AT TIME ZONE 'UTC') + ({seconds}) * interval '1s') AT TIME ZONE 'UTC'"
+
+
 def singleton_slot(schema: str, seconds: str, offset: str) -> str:
     """The throttle slot (singleton_on) for a slot length of ``seconds`` (an expression, float8):
     job_now() floored to a multiple of it, shifted by ``offset`` seconds for a debounced job's next
