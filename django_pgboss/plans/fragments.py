@@ -147,10 +147,11 @@ def singleton_slot(schema: str, seconds: str, offset: str) -> str:
 def expired(schema: str, alias: str = "") -> str:
     """An active job past its expiry (expire_seconds since it started): what the expiry sweep fails
     and what the monitor's count counts, so the count can say which queues the sweep would find a
-    job in. ``alias`` qualifies the columns ("j." in a join)."""
+    job in. ``alias`` qualifies the columns ("j." in a join). The deadline is plus_seconds(), which
+    Citus runs in the sweep's DELETE."""
     return (
         f"{alias}state = 'active'"
-        f" AND ({alias}started_on + {alias}expire_seconds * interval '1s') < {schema}.job_now()"
+        f" AND {plus_seconds(f'{alias}started_on', f'{alias}expire_seconds')} < {schema}.job_now()"
     )
 
 
@@ -159,7 +160,7 @@ def stalled(schema: str, alias: str = "") -> str:
     heartbeat sweep fails and what the monitor's count counts (see expired())."""
     return (
         f"{alias}state = 'active' AND {alias}heartbeat_seconds IS NOT NULL"
-        f" AND ({alias}heartbeat_on + {alias}heartbeat_seconds * interval '1s') < {schema}.job_now()"
+        f" AND {plus_seconds(f'{alias}heartbeat_on', f'{alias}heartbeat_seconds')} < {schema}.job_now()"
     )
 
 
