@@ -28,7 +28,11 @@ def move_back(job_id: str, column: str, seconds: float) -> None:
     """Move one job's moment ``column`` (started_on, heartbeat_on, ...) ``seconds`` into the past:
     a claim that lapsed, a heartbeat that stopped. Spelled with fragments.plus_seconds(), as the
     statements spell time arithmetic in an UPDATE that Citus runs on the distributed job table."""
-    rows(f"UPDATE {{s}}.job SET {column} = {plus_seconds(column, '%s::float8')} WHERE id = %s", [-seconds, job_id])
+    rows(
+        f"UPDATE {{s}}.job SET {column} = {plus_seconds(column, '%s::float8')} WHERE id = %s",
+        [-seconds, job_id],
+    )
+
 
 def install_schema(schema: str) -> None:
     """Create pg-boss's schema in ``schema`` as the migrations do (0001's file, then the steps of

@@ -237,5 +237,7 @@ def policy_index(table: str, index: str, used: str) -> str:
     if not boss.context.distributed:
         return name
     shard_id = int(used.rsplit("_", 1)[1])
-    (shard_index,) = rows("SELECT shard_name(%s::regclass, %s)", [f"{boss.context.quoted_schema}.{name}", shard_id])[0]
+    (shard_index,) = rows(
+        "SELECT shard_name(%s::regclass, %s)", [f"{boss.context.quoted_schema}.{name}", shard_id]
+    )[0]
     return shard_index.rsplit(".", 1)[1]

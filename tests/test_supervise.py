@@ -109,7 +109,10 @@ def test_complete_each_settles_a_batch_with_outputs_and_fences_each_job():
 
 
 #: The deadlines the sweeps' statements compare, unqualified (the count qualifies them: "j.").
-SWEEP_DEADLINES = (plus_seconds("started_on", "expire_seconds"), plus_seconds("heartbeat_on", "heartbeat_seconds"))
+SWEEP_DEADLINES = (
+    plus_seconds("started_on", "expire_seconds"),
+    plus_seconds("heartbeat_on", "heartbeat_seconds"),
+)
 
 
 def sweeps_run(*args) -> list[str]:

@@ -435,7 +435,9 @@ def test_a_worker_stopping_leaves_task_finished_to_another_worker_of_the_backend
     holder = psycopg.connect(database_url())
     try:
         wait_for(lambda: result_of(slow).status == TaskResultStatus.RUNNING)
-        holder.execute("SELECT 1 FROM " + schema_sql() + ".job WHERE name = 'default' AND id = %s FOR UPDATE", [slow.id])
+        holder.execute(
+            "SELECT 1 FROM " + schema_sql() + ".job WHERE name = 'default' AND id = %s FOR UPDATE", [slow.id]
+        )
         tasks.RELEASE.set()
         wait_for(lambda: rows("SELECT count(*) FROM pg_locks WHERE NOT granted")[0][0] > 0)
         other.run()  # drains tasks-other and stops while the slow task's end is unstored

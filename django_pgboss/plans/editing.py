@@ -93,7 +93,11 @@ def update_jobs(
     for option in columns:
         column, cast = EDITABLE_COLUMNS[option]
         assignments.append(f"{column} = %({option})s::{cast}")
-    new_start = start_after_expression(schema, "%(start_after)s::text", start_after) if start_after else "job.start_after"
+    new_start = (
+        start_after_expression(schema, "%(start_after)s::text", start_after)
+        if start_after
+        else "job.start_after"
+    )
     if start_after:
         assignments.append(f"start_after = {new_start}")
     if retention:
