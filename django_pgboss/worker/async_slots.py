@@ -37,9 +37,10 @@ The async ORM inside a handler: Django runs a coroutine's ORM calls through
 ``sync_to_async(thread_sensitive=True)``. Every job runs in a ``ThreadSensitiveContext``, as
 Django's ASGI handler runs each request in one, so one job's queries run on one thread and
 connection, never interleaved with another job's. Where asgiref lets a context be given its
-executor (3.13 and later), each slot keeps one thread for all its jobs, so its connection is
-reused as a handler thread's is (closed when obsolete, after each job, as Django does after a
-request); with an older asgiref, each job gets a thread that ends with it, its connection closed.
+executor (3.13 and later), each slot keeps one thread, in one context, for all its jobs, which
+run one after another: its connection is reused as a handler thread's is (closed when obsolete,
+after each job, as Django does after a request); with an older asgiref, each job gets a context
+and a thread that end with it, its connection closed.
 
 A stop gives running coroutines the grace period; those still running at its end are cancelled
 (their jobs have gone back to the queue by then, as a threaded handler's do), and so are all of
@@ -328,25 +329,45 @@ class AsyncQueue:
 
     async def _slot(self, name: str) -> None:
         loop = asyncio.get_running_loop()
-        executor = self._executor(name)
-        try:
-            while True:
-                unit, announced = await self._next_unit(loop)
-                if unit is None:
-                    return
-                if not announced and self.host.announces():
-                    await loop.run_in_executor(self._announcer, self.host.announce, unit.queue, unit.jobs)
-                abandoned = await self._one_unit(loop, unit, executor)
-                if abandoned and executor is not None:
-                    # The abandoned coroutine keeps the old thread (and its connection): the
-                    # slot's next jobs must not share either with it.
-                    executor.shutdown(wait=False)
-                    executor = self._executor(name)
-        finally:
-            if executor is not None:
-                # The slot's thread keeps its Django connection between jobs; it closes it now.
-                executor.submit(connections.close_all)
+        while True:
+            executor = self._executor(name)
+            if executor is None:
+                # An older asgiref: each job enters a context of its own in _run(), with a thread
+                # that ends with it.
+                await self._take_units(loop, None)
+                return
+            abandoned = False
+            try:
+                # One context for every job the slot runs on this executor, entered here and
+                # inherited by each job's task (a task starts with a copy of its creator's
+                # context): the jobs run one after another on the slot's one thread, as they did
+                # with a context entered for each job, which cost a fifth of the loop's time a
+                # job (bench/README.md, the async drain).
+                async with ThreadSensitiveContext(executor=executor):
+                    abandoned = await self._take_units(loop, executor)
+            finally:
+                if not abandoned:
+                    # The slot's thread keeps its Django connection between jobs; it closes it now.
+                    executor.submit(connections.close_all)
                 executor.shutdown(wait=False)
+            if not abandoned:
+                return
+            # The abandoned coroutine keeps the old thread (and its connection): the slot's next
+            # jobs share neither with it. Its own thread-sensitive calls now raise RuntimeError,
+            # their context having ended.
+
+    async def _take_units(self, loop: asyncio.AbstractEventLoop, executor: _SlotExecutor | None) -> bool:
+        """Run the slot's units one after another; True when one was abandoned and ``executor``
+        (not None) must be replaced, False when the slot ends."""
+        while True:
+            unit, announced = await self._next_unit(loop)
+            if unit is None:
+                return False
+            if not announced and self.host.announces():
+                await loop.run_in_executor(self._announcer, self.host.announce, unit.queue, unit.jobs)
+            abandoned = await self._one_unit(loop, unit, executor)
+            if abandoned and executor is not None:
+                return True
 
     @staticmethod
     def _executor(name: str) -> _SlotExecutor | None:
@@ -424,25 +445,26 @@ class AsyncQueue:
         outcome: Outcome | None = None
         task = asyncio.current_task()
         try:
-            context = (
-                ThreadSensitiveContext(executor=executor)
-                if executor is not None
-                else ThreadSensitiveContext()
-            )
-            calls_before = executor.calls if executor is not None else 0
-            async with context:
+            if executor is not None:
+                # In the slot's context (see _slot()). Django's request_finished habit: the
+                # slot's thread drops an obsolete connection after a job. Only a job that ran
+                # anything on that thread can have touched one: the others skip the hop (a
+                # thread switch a job, most of an async job's overhead).
+                calls_before = executor.calls
                 try:
                     value = await self._call(name, jobs)
                 finally:
-                    # Django's request_finished habit: the job's thread drops an obsolete
-                    # connection (or, with a thread per job, every connection it opened). Only a
-                    # job that ran anything on that thread can have touched one: the others skip
-                    # the hop (a thread switch per job, most of an async job's overhead).
-                    if executor is not None:
-                        if executor.calls != calls_before:
-                            await asyncio.shield(sync_to_async(_quietly(close_old_connections))())
-                    elif _used_a_thread(context):
-                        await asyncio.shield(sync_to_async(_quietly(connections.close_all))())
+                    if executor.calls != calls_before:
+                        await asyncio.shield(sync_to_async(_quietly(close_old_connections))())
+            else:
+                context = ThreadSensitiveContext()
+                async with context:
+                    try:
+                        value = await self._call(name, jobs)
+                    finally:
+                        # With a thread a job, every connection it opened is closed with it.
+                        if _used_a_thread(context):
+                            await asyncio.shield(sync_to_async(_quietly(connections.close_all))())
             outcome = Returned(value)
         except asyncio.CancelledError as exc:
             # Cancelled through a job's signal or by a stop (a cancel() request is pending on
