@@ -642,7 +642,7 @@ def main() -> None:
         label, goal = WORKLOADS[workload]
         jobs = args.per_commit_jobs or args.jobs if workload in ("send", "drain-1") else args.jobs
         rates = [
-            f"{jobs / statistics.median(seconds[(workload, s)]):,.0f}" if runs(s, workload) else "–"
+            f"{jobs / statistics.median(seconds[(workload, s)]):,.0f}" if runs(s, workload) else "-"
             for s in systems
         ]
         shares = []
@@ -650,7 +650,7 @@ def main() -> None:
             if system == "ceiling":
                 continue
             if not runs(system, workload):
-                shares.append("–")
+                shares.append("-")
                 continue
             per_round = ratios[(workload, system)]
             shares.append(
@@ -670,7 +670,7 @@ def main() -> None:
         cells = []
         for system in systems:
             if not runs(system, workload):
-                cells.append("–")
+                cells.append("-")
                 continue
             client = statistics.median(c for c, _ in cpu[(workload, system)])
             server = statistics.median(s for _, s in cpu[(workload, system)])
@@ -684,7 +684,8 @@ def main() -> None:
                 continue
             # Both ratios are to the same round's ceiling, so theirs is the two drains' own ratio.
             per_round = [
-                a / b for a, b in zip(ratios[(workload, system)], ratios[(workload, "django_pgboss")], strict=True)
+                a / b
+                for a, b in zip(ratios[(workload, system)], ratios[(workload, "django_pgboss")], strict=True)
             ]
             print(
                 f"{system} / django_pgboss, {workload}: **{statistics.median(per_round):.0%}** "
