@@ -293,14 +293,33 @@ class AsyncQueue:
                 self._wanted.acquire()
                 if self._closing:
                     return
-                unit = work.get()
-                if unit is not None:
-                    # job_started here, where the unit crosses to the loop anyway: a plain
-                    # thread, so a receiver may query as on a handler thread.
-                    self.host.announce(unit.queue, unit.jobs)
-                self.loop.call(self._deliver, unit)
+                units = [work.get()]
+                # The other slots waiting get what the fetch queued with it, in the same hand-over:
+                # the loop is woken once for them all, where a wake a unit (a thread switch each)
+                # cost most of an async job's CPU at batch size 1, whose fetches claim a unit for
+                # each free slot at once.
+                while self._wanted.acquire(blocking=False):
+                    if self._closing:
+                        # Perhaps join()'s own permit: given back for the acquire above to see.
+                        self._wanted.release()
+                        break
+                    try:
+                        units.append(work.get_nowait())
+                    except queue_module.Empty:
+                        self._wanted.release()
+                        break
+                for unit in units:
+                    if unit is not None:
+                        # job_started here, where the unit crosses to the loop anyway: a plain
+                        # thread, so a receiver may query as on a handler thread.
+                        self.host.announce(unit.queue, unit.jobs)
+                self.loop.call(self._deliver_all, units)
         finally:
             connections.close_all()
+
+    def _deliver_all(self, units: list[Unit | None]) -> None:
+        for unit in units:
+            self._deliver(unit)
 
     def _deliver(self, unit: Unit | None) -> None:
         while self._waiters:
