@@ -14,6 +14,7 @@ from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.exceptions import InvalidOption
 from django_pgboss.latency import LATENCY_SLOTS, percentile
+from django_pgboss.plans.fragments import plus_seconds
 from django_pgboss.records import Percentile
 from tests.helpers import rows
 
@@ -151,7 +152,9 @@ def test_deletes_and_resumes_take_the_jobs_they_move_off_the_retained_count(queu
     jobs = boss.fetch(queue, batch_size=6)
     boss.complete(queue, jobs[:3])
     boss.cancel(queue, [job.id for job in jobs[3:]])
-    rows("UPDATE {s}.job SET completed_on = completed_on - interval '1 minute' WHERE name = %s", [queue])
+    rows(
+        f"UPDATE {{s}}.job SET completed_on = {plus_seconds('completed_on', '-60')} WHERE name = %s", [queue]
+    )
     rows("UPDATE {s}.queue SET monitor_claim_on = NULL, maintain_on = NULL WHERE name = %s", [queue])
     boss.supervise()
     assert (boss.get_queue(queue).retained_count, boss.get_queue(queue).total_count) == (6, 6)
@@ -276,10 +279,10 @@ def worked_from_its_start_after(name: str, child: str) -> None:
     its moments a minute earlier (so that they are past), then a counting window that opened five
     minutes ago, so one pass counts it."""
     rows(
-        "UPDATE {s}.job SET state = 'completed', created_on = created_on - interval '1 minute', "
-        "start_after = start_after - interval '1 minute', "
-        "started_on = start_after - interval '1 minute' + interval '2 seconds', "
-        "completed_on = start_after - interval '1 minute' + interval '3 seconds' WHERE name = %s AND id = %s",
+        f"UPDATE {{s}}.job SET state = 'completed', created_on = {plus_seconds('created_on', '-60')}, "
+        f"start_after = {plus_seconds('start_after', '-60')}, "
+        f"started_on = {plus_seconds('start_after', '-58')}, "
+        f"completed_on = {plus_seconds('start_after', '-57')} WHERE name = %s AND id = %s",
         [name, child],
     )
     rows(

@@ -7,7 +7,7 @@ import pytest
 from django_pgboss import boss
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.plans.fragments import plus_seconds
-from tests.helpers import job_row, rows
+from tests.helpers import job_row, move_back, rows
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +27,7 @@ def elapsed_supervise(*args):
 
 
 def age(job_id: str, column: str, seconds: int) -> None:
-    rows(f"UPDATE {{s}}.job SET {column} = {column} - %s * interval '1s' WHERE id = %s", [seconds, job_id])
+    move_back(job_id, column, seconds)
 
 
 def test_an_expired_job_is_failed_and_retried():

@@ -94,10 +94,10 @@ def maintain_queue(context: DatabaseContext, table: str, name: str, report: Pass
     finally:
         if not done and tally.deleted:
             _reduce_counts(context, name, tally)
-    context.execute(
-        plans.set_retained_count(schema, table),
-        {"name": name, "retained": tally.retained, "retained_before": retained_before},
-    )
+    counted = {"name": name, "retained": tally.retained, "retained_before": retained_before}
+    with context.atomic():
+        (recent,) = context.one(plans.retained_since(schema, table), counted)
+        context.execute(plans.set_retained_count(schema), {**counted, "recent": recent})
 
     # Then the flow edges whose child or parent is gone (deleted just now, or by delete_job() or a
     # purge since), as pg-boss's maintenance follows its deletion with cleanupDependencies.
@@ -107,15 +107,45 @@ def maintain_queue(context: DatabaseContext, table: str, name: str, report: Pass
             context.execute(
                 queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}cleanupDependencies")}
             )
-            cursor_value, deleted = context.one(
-                plans.dependency_cleanup_batch(schema, table, side, after=after is not None),
-                _batch_params(name, after, plans.DEPENDENCY_CLEANUP_BATCH_SIZE),
-            )
+            if context.distributed:
+                cursor_value, deleted = _split_cleanup(context, table, name, side, after)
+            else:
+                cursor_value, deleted = context.one(
+                    plans.dependency_cleanup_batch(schema, table, side, after=after is not None),
+                    _batch_params(name, after, plans.DEPENDENCY_CLEANUP_BATCH_SIZE),
+                )
             report.dependencies_deleted += deleted
             return cursor_value
 
         _walk(context, cleanup)
     report.maintained.append(name)
+
+
+def _split_cleanup(
+    context: DatabaseContext, table: str, name: str, side: str, after: str | None
+) -> tuple[str | None, int]:
+    """One batch of the flow-edge clean-up on the citus-distributed backend (plans.retention's
+    split statements say why), in the caller's transaction: the walk's cursor and how many edges
+    it deleted, as dependency_cleanup_batch() returns them."""
+    schema = context.quoted_schema
+    params: dict[str, Any] = {"name": name, "batch_size": plans.DEPENDENCY_CLEANUP_BATCH_SIZE}
+    if after is not None:
+        params["after"] = after
+    ids = [
+        row[0] for row in context.all(plans.dependency_edges(schema, side, after=after is not None), params)
+    ]
+    if not ids:
+        return None, 0
+    # A full batch ends at its last id; the one statement's edge is the same row (OFFSET size - 1).
+    cursor_value = ids[-1] if len(ids) == plans.DEPENDENCY_CLEANUP_BATCH_SIZE else None
+    present = {
+        str(row[0]) for row in context.all(plans.present_jobs(schema, table), {"name": name, "ids": ids})
+    }
+    gone = sorted({str(i) for i in ids} - present)
+    if not gone:
+        return cursor_value, 0
+    deleted = context.all(plans.delete_dependency_edges(schema, side), {"name": name, "ids": gone})
+    return cursor_value, len(deleted)
 
 
 def _batch_params(name: str, after: str | None, batch_size: int, **more: Any) -> dict[str, Any]:

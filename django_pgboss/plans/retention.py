@@ -18,7 +18,7 @@ index order before PostgreSQL 17, so it would sort every candidate row at each b
 
 from __future__ import annotations
 
-from django_pgboss.plans.fragments import RETAINED_STATES, counted_retained
+from django_pgboss.plans.fragments import RETAINED_STATES, counted_retained, plus_seconds
 from django_pgboss.plans.stats import CACHED_LIVE_COUNT, DELTA_LAG
 
 #: How many keys one batch of the retention walk covers (pg-boss's DELETION_BATCH_SIZE).
@@ -31,10 +31,11 @@ MAX_UUID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 EDGE_SIDES = ("child", "parent")
 
 #: A job past its retention: finished and past delete_after_seconds (0 keeps it), or still waiting
-#: past keep_until (start_after + retention_seconds).
-EXPIRED = """(
-          (deletion_seconds > 0 AND completed_on + deletion_seconds * interval '1s' < {schema}.job_now())
-          OR (state < 'active' AND keep_until < {schema}.job_now())
+#: past keep_until (start_after + retention_seconds). The deadline is fragments.plus_seconds(),
+#: which Citus runs in the walk's DELETE on the distributed job table.
+EXPIRED = f"""(
+          (deletion_seconds > 0 AND {plus_seconds("completed_on", "deletion_seconds")} < {{schema}}.job_now())
+          OR (state < 'active' AND keep_until < {{schema}}.job_now())
         )"""
 
 
@@ -91,23 +92,33 @@ def deletion_batch(schema: str, table: str, *, after: bool) -> str:
     """
 
 
-def set_retained_count(schema: str, table: str) -> str:
+def retained_since(schema: str, table: str) -> str:
+    """The completed and cancelled jobs of queue ``name`` that finished since a walk's watermark,
+    which set_retained_count() adds to total_count. Parameters: name, retained_before. One row.
+
+    Read by a statement of its own rather than as a subquery of the update: Citus refuses an
+    update of queue (a reference table) that reads the distributed job table, and this read is
+    routed to the queue's one shard."""
+    return f"""
+    SELECT count(*)::int FROM {schema}.{table} j
+    WHERE j.name = %(name)s
+      AND j.completed_on > %(retained_before)s
+      AND j.completed_on <= {schema}.job_now()
+      AND j.{RETAINED_STATES}
+    """
+
+
+def set_retained_count(schema: str) -> str:
     """Once a walk has covered the whole queue: its retained_count is the total the batches counted,
     retained_on the walk's watermark, and total_count the live jobs the last monitor pass counted,
-    plus those, plus the completed and cancelled jobs that finished since the watermark (which the
-    next monitor pass adds to retained_count once they are DELTA_LAG old). Parameters: name,
-    retained, retained_before."""
+    plus those, plus the completed and cancelled jobs that finished since the watermark
+    (retained_since(), which the next monitor pass adds to retained_count once they are DELTA_LAG
+    old). Parameters: name, retained, retained_before, recent (retained_since()'s count)."""
     return f"""
     UPDATE {schema}.queue SET
       retained_count = %(retained)s,
       retained_on = %(retained_before)s,
-      total_count = {CACHED_LIVE_COUNT} + %(retained)s + (
-        SELECT count(*)::int FROM {schema}.{table} j
-        WHERE j.name = %(name)s
-          AND j.completed_on > %(retained_before)s
-          AND j.completed_on <= {schema}.job_now()
-          AND j.{RETAINED_STATES}
-      )
+      total_count = {CACHED_LIVE_COUNT} + %(retained)s + %(recent)s
     WHERE name = %(name)s
     """
 
@@ -158,4 +169,44 @@ def release_maintenance_claim(schema: str) -> str:
       FOR NO KEY UPDATE SKIP LOCKED
     ) q
     WHERE queue.name = q.name
+    """
+
+
+# The split flow-edge clean-up of the citus-distributed backend. dependency_cleanup_batch() deletes
+# from job_dependency, a reference table, the edges whose job is gone from the distributed job
+# table, and Citus refuses a change of a reference table that reads a distributed one in the same
+# statement. So a batch runs as three statements in one transaction (monitor/retention.py): the
+# batch's edges read, those of their jobs still present read on the queue's one shard, the rest
+# deleted. The batch covers the same edges, and deletes the same ones, as the one statement.
+
+
+def dependency_edges(schema: str, side: str, *, after: bool) -> str:
+    """The split clean-up's first statement: the ids on ``side`` of queue ``name``'s next batch of
+    edges, in id order. Parameters: name, batch_size, after (with ``after``)."""
+    if side not in EDGE_SIDES:
+        raise ValueError(f"{side!r} is not a side of a flow edge")
+    cursor = f" AND {side}_id > %(after)s::uuid" if after else ""
+    return f"""
+    SELECT {side}_id FROM {schema}.job_dependency
+    WHERE {side}_name = %(name)s{cursor}
+    ORDER BY {side}_id
+    LIMIT %(batch_size)s
+    """
+
+
+def present_jobs(schema: str, table: str) -> str:
+    """The split clean-up's second statement: which of the ids are jobs of queue ``name`` in
+    ``table``, routed to its shard. Parameters: name, ids."""
+    return f"SELECT j.id FROM {schema}.{table} j WHERE j.name = %(name)s AND j.id = ANY(%(ids)s::uuid[])"
+
+
+def delete_dependency_edges(schema: str, side: str) -> str:
+    """The split clean-up's last statement: delete queue ``name``'s edges whose job on ``side`` is
+    one of the gone ids. Parameters: name, ids. Returns one row per edge deleted."""
+    if side not in EDGE_SIDES:
+        raise ValueError(f"{side!r} is not a side of a flow edge")
+    return f"""
+    DELETE FROM {schema}.job_dependency
+    WHERE {side}_name = %(name)s AND {side}_id = ANY(%(ids)s::uuid[])
+    RETURNING 1
     """
