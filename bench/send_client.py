@@ -15,6 +15,9 @@ the wait count, and a descheduled process accrues nothing):
   await boss.asend             the async twin, awaited in turn (sync_to_async, thread_sensitive)
   statement_cursor + Boss SQL  Boss's cursor and statement without Boss's Python
   psycopg cursor + Boss SQL    the psycopg cursor under it, on Django's connection, bare
+  sync_to_async no-op hop      await sync_to_async(thread_sensitive=True) of a function that does
+                               nothing: what any twin pays on top of its sync call, the least a
+                               hop onto Django's thread costs (no job is sent)
 
 With --profile, cProfile's top functions (own time) of boss.send over one run.
 """
@@ -37,6 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
+from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.db import connections
 from psycopg.types.json import Jsonb
@@ -105,6 +109,14 @@ def variants() -> dict[str, Callable[[int], None]]:
         for i in range(n):
             cursor.execute(sql, boss_params(i), prepare=True)
 
+    def noop_hop(n: int) -> None:
+        async def run() -> None:
+            hop = sync_to_async(_nothing, thread_sensitive=True)
+            for _ in range(n):
+                await hop()
+
+        asyncio.run(run())
+
     return {
         "ceiling, async psycopg": ceiling_async,
         "ceiling, sync psycopg": ceiling_sync,
@@ -112,7 +124,12 @@ def variants() -> dict[str, Callable[[int], None]]:
         "await boss.asend": boss_asend,
         "statement_cursor + Boss SQL": boss_cursor,
         "psycopg cursor + Boss SQL": psycopg_cursor,
+        "sync_to_async no-op hop": noop_hop,
     }
+
+
+def _nothing() -> None:
+    return None
 
 
 def reset(admin: psycopg.Connection) -> None:
