@@ -7,8 +7,8 @@ a clock that they look up here on each use, rather than calling ``time.monotonic
 a thread waits for the test to move time (``clock.advance()``) instead of for real seconds to pass,
 as pg-boss's TestClock drives its timers.
 
-The worker's ports (``worker/ports.py``) name this same ``Clock``, so one clock a test moves drives
-both. This module sits beneath every layer, with ``conf`` and ``exceptions``: it imports nothing
+The worker's ports (``worker/ports.py``) name this same ``Clock``, and a worker built without a
+clock of its own takes ``current()`` then, so one clock a test moves drives both. This module sits beneath every layer, with ``conf`` and ``exceptions``: it imports nothing
 of ours.
 """
 

@@ -185,3 +185,10 @@ class WaitTimedOut(PgBossError, TimeoutError):
 class JobStateUnreachable(PgBossError):
     """A wait for a job's state that can no longer come: the job ended in another final state
     (completed, failed or cancelled), or was deleted. The message names the state it is in."""
+
+
+class OffWorkWaitsOnItself(PgBossError, RuntimeError):
+    """``off_work(name, wait=True)`` was called from inside a handler of the queue it stops (its
+    thread, or its coroutine and what that runs through ``sync_to_async``): the call would wait
+    for that handler to return, and the handler waits for the call. Nothing was changed; from a
+    handler, ``off_work(name, wait=False)`` stops the queue and lets the handler finish."""

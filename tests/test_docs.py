@@ -136,7 +136,7 @@ def test_the_editing_example_runs_as_written():
 @mailer_deprecation
 @pytest.mark.django_db(transaction=True)
 def test_the_testing_page_tests_pass(shop):
-    unit, run, worker, spies, clock, timers = marked_blocks("testing.md", 6)
+    unit, run, worker, spies, clock, timers, worker_timers = marked_blocks("testing.md", 7)
 
     namespace = run_block(unit, "testing.md")
     namespace["test_the_welcome_email_goes_to_the_user"](None)
@@ -170,6 +170,10 @@ def test_the_testing_page_tests_pass(shop):
 
     namespace = run_block(timers, "testing.md")
     namespace["test_the_monitor_fails_a_stuck_job"](None)
+    boss.delete_queue("exports")
+
+    namespace = run_block(worker_timers, "testing.md")
+    namespace["test_a_stuck_export_fails_at_its_deadline"](None)
     boss.delete_queue("exports")
 
     namespace = run_block(clock, "testing.md")

@@ -172,6 +172,40 @@ def test_a_worker_on_the_test_clock_polls_and_meets_deadlines_when_the_test_move
     assert failed.output["name"] == "JobDeadlineExceeded"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_started_inside_the_clock_polls_beats_and_keeps_deadlines_on_it_unwired():
+    with TestClock(START) as clock:
+        boss.create_queue("unwired", expire_in_seconds=60, retry_limit=0, heartbeat_seconds=20)
+        held = boss.send("unwired", {"hold": True})
+        with boss.worker(listen=False) as worker:
+            # No clock= given: the worker took the timers of the clock attached when it was built.
+            assert worker.clock is clock.timers
+            worker.work("unwired", _held_until_cancelled, polling_interval_seconds=3600)
+            claimed = wait_for_job("unwired", held, "active", timeout=30)
+            assert claimed.heartbeat_on == START
+
+            # Heartbeats every half of heartbeat_seconds, on the test's time.
+            clock.advance(seconds=15)
+            assert boss.get_job_by_id("unwired", held).heartbeat_on == START + dt.timedelta(seconds=15)
+
+            # Past expire_in_seconds (60) on the worker's clock: failed at its deadline.
+            clock.advance(seconds=50)
+            failed = wait_for_job("unwired", held, "failed", timeout=30)
+            assert failed.output["name"] == "JobDeadlineExceeded"
+
+            # The next poll is an hour of the test's time away, and comes when the test moves it
+            # (a move that reaches the fetcher before it waits again is followed by another).
+            later = boss.send("unwired")
+            for _ in range(3):
+                clock.advance(hours=1)
+                if boss.get_job_by_id("unwired", later).state == "completed":
+                    break
+            assert wait_for_job("unwired", later, "completed", timeout=30).output == {"value": "done"}
+    # Built with no clock attached, a worker runs on the system's.
+    assert boss.worker().clock is clocks.SYSTEM_CLOCK
+    assert Worker([]).clock is clocks.SYSTEM_CLOCK
+
+
 def test_detaching_hands_the_timers_back_to_the_system_clock(db):
     with TestClock(START) as clock:
         timers = clock.timers

@@ -3,13 +3,16 @@ a program or a test drives, adding and removing a queue's handler while it runs,
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import threading
 
 import pytest
 
-from django_pgboss import boss
-from django_pgboss.exceptions import InvalidOption, QueueNotFound
+from django_pgboss import Boss, boss
+from django_pgboss.exceptions import InvalidOption, OffWorkWaitsOnItself, QueueNotFound
 from django_pgboss.worker import Worker
+from django_pgboss.worker.engine import PROCESS_OPTIONS
 from tests.helpers import job_row
 from tests.processes import wait_for
 
@@ -19,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_worker_started_as_a_context_manager_works_queues_added_while_it_runs():
     boss.create_queue("first")
     boss.create_queue("second")
-    with Worker([]) as worker:
+    with boss.worker() as worker:
         first_id = worker.work(
             "first", lambda job: {"doubled": job.data["n"] * 2}, polling_interval_seconds=0.2
         )
@@ -97,6 +100,30 @@ def test_stop_with_a_grace_period_of_zero_puts_running_jobs_back():
         release.set()
 
 
+def test_boss_worker_builds_the_runtime_worker_over_that_boss_with_the_process_options():
+    other = Boss(schema=boss.schema)
+    worker = other.worker(grace_seconds=5, burst=True)
+    assert isinstance(worker, Worker)
+    assert worker.boss is other
+    assert (worker.grace_seconds, worker.burst, worker.registrations) == (5, True, [])
+    with pytest.raises(InvalidOption, match="grace_seconds"):
+        boss.worker(grace_seconds=-1)
+    with pytest.raises(InvalidOption, match="worker\\(\\) takes no option 'colour'"):
+        boss.worker(colour="blue")
+    # Every option Worker takes but the registrations and the Boss is a process option.
+    taken = set(inspect.signature(Worker).parameters) - {"registrations", "boss"}
+    assert taken == PROCESS_OPTIONS
+
+
+def test_boss_worker_may_be_built_on_a_running_event_loop():
+    # It runs no statement, so it has no async twin and is not refused there as Boss's calls are.
+    async def build() -> Worker:
+        return boss.worker()
+
+    assert isinstance(asyncio.run(build()), Worker)
+    assert not hasattr(Boss, "aworker")
+
+
 def test_what_the_runtime_api_refuses():
     boss.create_queue("taken")
     with Worker([]) as worker:
@@ -113,3 +140,35 @@ def test_what_the_runtime_api_refuses():
             worker.work("other", lambda job: None, colour="blue")
     with pytest.raises(InvalidOption, match="takes no more work"):
         worker.work("fresh", lambda job: None)
+
+
+@pytest.mark.parametrize("kind", ["thread", "coroutine"])
+def test_off_work_waiting_from_its_own_handler_is_refused_and_without_wait_stops_the_queue(kind):
+    boss.create_queue("self-stop")
+    refusals: list[str] = []
+
+    def stop_from_inside(job):
+        try:
+            worker.off_work("self-stop")
+        except OffWorkWaitsOnItself as exc:
+            refusals.append(str(exc))
+        # Refused before anything changed: the queue is still worked, and stops only now.
+        assert "self-stop" in worker.work_ids
+        worker.off_work("self-stop", wait=False)
+        return "stopped itself"
+
+    async def stop_from_a_coroutine(job):
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(stop_from_inside)(job)
+
+    handler = stop_from_inside if kind == "thread" else stop_from_a_coroutine
+    with Worker([]) as worker:
+        worker.work("self-stop", handler, polling_interval_seconds=0.2)
+        job = boss.send("self-stop", {})
+        wait_for(lambda: worker.wip().queues == [], timeout=30)
+        assert job_row(job, "state", "output") == ("completed", {"value": "stopped itself"})
+        assert len(refusals) == 1 and "from inside a handler of queue 'self-stop'" in refusals[0]
+        later = boss.send("self-stop", {})
+        worker.notify("self-stop")
+        assert job_row(later, "state") == ("created",)

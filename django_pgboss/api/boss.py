@@ -15,13 +15,13 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django_pgboss.api.async_twins import AsyncTwins
 from django_pgboss.api.bam import BamEntry, BamStatus, bam_entries, bam_status
 from django_pgboss.api.deadletters import DeadLetters, RedrivePreview, RedriveResult
 from django_pgboss.api.editing import PURGE_BATCH_SIZE, JobEditor
-from django_pgboss.api.event_loop import public_methods, refuse_in_event_loop
+from django_pgboss.api.event_loop import public_methods, refuse_in_event_loop, runs_no_statement
 from django_pgboss.api.flows import FlowGraph, FlowJob, FlowStore, RelatedJob
 from django_pgboss.api.indexes import reindex_commands
 from django_pgboss.api.instances import InstanceStore
@@ -33,6 +33,7 @@ from django_pgboss.api.sending import JobSender
 from django_pgboss.arguments import JobReference
 from django_pgboss.constants import UNSET
 from django_pgboss.db.context import DatabaseContext
+from django_pgboss.exceptions import InvalidOption
 from django_pgboss.records import (
     DependencyRef,
     Instance,
@@ -43,6 +44,10 @@ from django_pgboss.records import (
     UpdateResult,
     UpsertResult,
 )
+
+if TYPE_CHECKING:
+    # The worker sits above the API (it is built over a Boss): see worker() for the import.
+    from django_pgboss.worker.engine import Worker
 
 
 @refuse_in_event_loop(public_methods)
@@ -343,6 +348,32 @@ class Boss(AsyncTwins):
             force=force,
             percentiles=percentiles,
         )
+
+    # -- the worker at run time ----------------------------------------------------------------
+
+    @runs_no_statement
+    def worker(self, **options: Any) -> Worker:
+        """A worker over this Boss's database and schema, working no queue yet: the engine
+        ``pgboss_work`` runs, driven from code (pg-boss's ``work()`` and ``offWork()``).
+
+        ``worker.work(name, handler, **work_options)`` adds a queue's handler and returns its work
+        id, ``off_work(name_or_work_id, wait=True)`` removes it, ``notify(name)`` wakes a queue,
+        ``wip()`` says what runs, ``start()`` / ``stop(grace_seconds=None)`` run it on a thread
+        of its own, and ``with boss.worker() as worker:`` does both. ``options`` are the
+        process's, as Worker takes them: ``burst``, ``max_jobs``, ``grace_seconds``, ``listen``,
+        ``max_abandoned_threads``, ``instruments``, ``clock`` (without it, the clock installed now:
+        the system's, or an attached TestClock's timers), and the ports a test fakes, ``store``
+        and ``queue_catalog``. Refuses any other, or a bad value, with InvalidOption before
+        anything starts.
+        """
+        # Imported here: the worker sits above the API (it is built over a Boss), so the façade
+        # reaches it only when one is asked for, as supervise() reaches the monitor's pass.
+        from django_pgboss.worker.engine import PROCESS_OPTIONS, Worker
+
+        unknown = sorted(set(options) - PROCESS_OPTIONS)
+        if unknown:
+            raise InvalidOption(f"worker() takes no option {', '.join(map(repr, unknown))}")
+        return Worker([], boss=self, **options)
 
     # -- schedules -----------------------------------------------------------------------------
 

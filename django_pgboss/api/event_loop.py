@@ -24,11 +24,26 @@ C = TypeVar("C", bound=type)
 
 
 def public_methods(cls: type) -> list[str]:
-    """The public methods ``cls`` itself defines, in definition order: for Boss, every one of them
-    reaches the database, so each is guarded here and has an async twin (api/async_twins.py)."""
+    """The public methods ``cls`` itself defines, in definition order, except those marked
+    ``runs_no_statement``: for Boss, each of these reaches the database, so each is guarded here
+    and has an async twin (api/async_twins.py)."""
     return [
-        name for name, member in vars(cls).items() if not name.startswith("_") and inspect.isfunction(member)
+        name
+        for name, member in vars(cls).items()
+        if not name.startswith("_")
+        and inspect.isfunction(member)
+        and not getattr(member, "_runs_no_statement", False)
     ]
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def runs_no_statement(method: F) -> F:
+    """Mark a public method that reaches no database (``Boss.worker()`` builds an object): it
+    needs no async twin, and may be called on a running event loop."""
+    method._runs_no_statement = True  # type: ignore[attr-defined]  # a marker on the function object
+    return method
 
 
 def refuse_in_event_loop(names: Callable[[type], list[str]]) -> Callable[[C], C]:

@@ -13,9 +13,10 @@ real clock. A pg-boss (Node) ``detectSchemaDrift()`` recognises the override as 
 statements are in ``django_pgboss.plans.testing``.
 
 While attached, the clock also drives the timers of the monitor's loop (its passes, the
-timekeeper's cron cadence, the health checks' intervals: ``django_pgboss.clocks``): a ``Monitor``
-running on a thread waits for the test to move time, and ``advance()`` returns once the passes it
-made due have run.
+timekeeper's cron cadence, the health checks' intervals: ``django_pgboss.clocks``) and of any worker
+built meanwhile without a clock of its own (its polling, heartbeats, deadlines and grace period): a
+``Monitor`` or a ``boss.worker()`` running on a thread waits for the test to move time, and
+``advance()`` returns once the passes it made due have run.
 
 Usage, in a test:
 
@@ -202,8 +203,9 @@ class TestClock:
 
     @property
     def timers(self) -> TimerClock:
-        """The clock of the timers this TestClock drives: what a worker takes as its ``clock``
-        (worker/ports.py's Clock), as the monitor's loop finds it in ``django_pgboss.clocks``.
+        """The clock of the timers this TestClock drives: what a worker built while it is attached
+        takes as its ``clock`` (worker/ports.py's Clock) unless given another, as the monitor's
+        loop finds it in ``django_pgboss.clocks``.
         RuntimeError when the clock is detached or was made with ``timers=False``."""
         if self._timers is None:
             raise RuntimeError("this TestClock drives no timers (it is detached, or made with timers=False)")

@@ -3,7 +3,9 @@ they run), started with the worker and ended by its stop.
 
 A unit's end goes through the handler pool's ``release_unit()`` and a deadline fails it as the
 deadline thread fails a thread's unit (worker/deadlines.py): the same settles, fences, outputs,
-signals and stats.
+signals and stats. The host names what it needs of those parts as the protocols below
+(``ReleasesUnits``, ``SlotFactory``); the engine (worker/engine.py) hands it the pool and the
+event loop's slots.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import connections
 
@@ -21,9 +23,6 @@ from django_pgboss.observability import tracing
 from django_pgboss.observability.instruments import HandlerInstruments
 from django_pgboss.records import Job
 from django_pgboss.worker import signalling
-from django_pgboss.worker.async_slots import AsyncQueue, EventLoopThread
-from django_pgboss.worker.deadlines import deadline_output
-from django_pgboss.worker.handlers import HandlerPool
 from django_pgboss.worker.messages import (
     DeadlinePassed,
     Errored,
@@ -34,9 +33,52 @@ from django_pgboss.worker.messages import (
     SettleRequest,
     Unit,
 )
-from django_pgboss.worker.overruns import HandlerOverruns
+from django_pgboss.worker.outcomes import deadline_output
+from django_pgboss.worker.ports import OverrunReports
 from django_pgboss.worker.results import settle_items
 from django_pgboss.worker.state import Board, QueueState, close_old_connections_quietly, job_ids, logger
+
+
+class ReleasesUnits(Protocol):
+    """What ends a unit (the handler pool's ``release_unit()``, worker/handlers.py): its settles
+    handed to the settler and its slot freed, the same way for a coroutine as for a thread."""
+
+    def release_unit(
+        self,
+        state: QueueState,
+        unit: Unit,
+        settles: list[SettleRequest],
+        thread: threading.Thread | None,
+    ) -> None: ...
+
+
+class SlotRunner(Protocol):
+    """One async queue's slots on the loop (worker/async_slots.py's ``AsyncQueue``)."""
+
+    def start(self) -> None:
+        """Start the slots, and the bridge that feeds a slot waiting on an empty buffer."""
+        ...
+
+    def join(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) for the slots to take their stop markers and end."""
+        ...
+
+    def cancel_running(self) -> int:
+        """Cancel every unit still running; returns how many."""
+        ...
+
+
+class SlotFactory(Protocol):
+    """What opens a queue's slots on the worker's one event loop and ends the loop
+    (worker/async_slots.py's ``EventLoopSlots``)."""
+
+    def open(self, state: QueueState, host: _Host) -> SlotRunner:
+        """``state``'s queue's slots, served by ``host``, not started yet."""
+        ...
+
+    def close(self) -> None:
+        """End the loop, once every queue's slots ended."""
+        ...
 
 
 class AsyncQueues:
@@ -46,27 +88,25 @@ class AsyncQueues:
     def __init__(
         self,
         board: Board,
-        pool: HandlerPool,
+        pool: ReleasesUnits,
         *,
-        overruns: HandlerOverruns,
+        slots: SlotFactory,
+        overruns: OverrunReports,
         instruments: HandlerInstruments | None,
     ) -> None:
         self.board = board
         self.pool = pool
+        self.slots = slots
         self.overruns = overruns
         self.instruments = instruments
-        self.loop: EventLoopThread | None = None
-        self.queues: dict[str, AsyncQueue] = {}
+        self.queues: dict[str, SlotRunner] = {}
         # Async handlers' coroutines abandoned and still running: they count against the
         # abandoned-thread limit (worker/deadlines.py), since one stuck in a sync call holds a
         # thread as well.
         self.abandoned = 0
 
     def start_queue(self, state: QueueState) -> None:
-        if self.loop is None:
-            self.loop = EventLoopThread()
-            self.loop.start()
-        runner = AsyncQueue(state, self.loop, _Host(self, state))
+        runner = self.slots.open(state, _Host(self, state))
         self.queues[state.registration.queue] = runner
         runner.start()
 
@@ -82,8 +122,6 @@ class AsyncQueues:
     def stop(self, *, cancel: bool) -> None:
         """End the slots, cancelling the units still running when ``cancel`` (the grace period is
         over: their jobs went back to the queue), then the loop."""
-        if self.loop is None:
-            return
         if cancel:
             for name, runner in self.queues.items():
                 cancelled = runner.cancel_running()
@@ -93,7 +131,7 @@ class AsyncQueues:
                     )
         for runner in self.queues.values():
             runner.join(timeout=5 if cancel else 30)
-        self.loop.stop()
+        self.slots.close()
 
     def finish(self, state: QueueState, unit: Unit, outcome: Outcome | None) -> None:
         """An async unit ended on a slot of the event loop: its outcome is settled as a handler

@@ -68,7 +68,7 @@ from django_pgboss.cancellation import DEADLINE
 from django_pgboss.records import Job
 from django_pgboss.worker import job_logs
 from django_pgboss.worker.messages import Errored, Outcome, Returned, Unit
-from django_pgboss.worker.state import job_ids
+from django_pgboss.worker.state import RUNNING_HANDLER, job_ids
 
 #: How long a coroutine cancelled at its deadline may go on before its slot leaves it running.
 ABANDON_GRACE_SECONDS = 1.0
@@ -204,6 +204,26 @@ class EventLoopThread:
         if self._thread.is_alive():
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout)
+
+
+class EventLoopSlots:
+    """The worker's one event loop, started when the first async queue opens its slots, and each
+    async queue's slots on it: what the async host (worker/async_host.py) is handed to run them."""
+
+    def __init__(self) -> None:
+        self.loop: EventLoopThread | None = None
+
+    def open(self, state: Any, host: AsyncHost) -> AsyncQueue:
+        """``state``'s queue's slots on the loop, not started yet (their ``start()`` does)."""
+        if self.loop is None:
+            self.loop = EventLoopThread()
+            self.loop.start()
+        return AsyncQueue(state, self.loop, host)
+
+    def close(self) -> None:
+        """End the loop, once every queue's slots ended; nothing when no async queue opened."""
+        if self.loop is not None:
+            self.loop.stop()
 
 
 class AsyncQueue:
@@ -466,6 +486,9 @@ class AsyncQueue:
         job_logs.started(name, jobs)
         began = time.perf_counter()
         raised: BaseException | None = None
+        # The unit's own task: what the coroutine runs through sync_to_async sees it too, so that
+        # off_work() called from the handler knows whose it is (state.RUNNING_HANDLER).
+        inside = RUNNING_HANDLER.set(self.state)
         try:
             with self.host.span(name, jobs):
                 return await registration.handler(jobs if registration.batch else jobs[0])
@@ -473,6 +496,7 @@ class AsyncQueue:
             raised = exc
             raise
         finally:
+            RUNNING_HANDLER.reset(inside)
             seconds = time.perf_counter() - began
             self.host.ended(name, seconds)
             job_logs.ended(name, jobs, seconds, raised)

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 from django.db import connections
 
 from django_pgboss.cancellation import DEADLINE
 from django_pgboss.observability.instruments import HandlerInstruments
-from django_pgboss.worker.handlers import HandlerPool
 from django_pgboss.worker.messages import Fail, Unit
-from django_pgboss.worker.overruns import HandlerOverruns
-from django_pgboss.worker.state import Board, job_ids, logger, start_thread
+from django_pgboss.worker.outcomes import deadline_output
+from django_pgboss.worker.ports import OverrunReports
+from django_pgboss.worker.state import Board, Detached, job_ids, logger, start_thread
 
 #: How long a detached handler may go on after its signal before it counts as abandoned.
 ABANDON_GRACE_SECONDS = 1.0
@@ -42,13 +43,27 @@ EXIT_ABANDONED_THREADS = 75
 DEADLINE_TICK_SECONDS = 0.25
 
 
-def deadline_output(seconds: float, option: str = "expire_in_seconds") -> dict[str, str]:
-    """What a job failed at its deadline stores (pg-boss's message, with the reason named)."""
-    return {
-        "name": "JobDeadlineExceeded",
-        "message": f"handler execution exceeded {seconds:g}s ({option}); the worker failed "
-        "the attempt and cancelled its signal",
-    }
+class DetachingPool(Protocol):
+    """What the deadlines need of the handler pool (worker/handlers.py's ``HandlerPool``): the
+    units its threads run, a thread set loose from its unit with another put in its place, and
+    the loose threads that ignored their signal. Each is called with the board's lock held."""
+
+    def running_units(self) -> list[tuple[threading.Thread, Unit]]:
+        """Each thread running a unit, with the unit."""
+        ...
+
+    def detach(self, thread: threading.Thread, now: float) -> Unit:
+        """Let ``thread`` run on without its unit, a new thread in its place; returns the unit."""
+        ...
+
+    def abandon_overdue(self, now: float, grace: float) -> list[tuple[threading.Thread, Detached]]:
+        """Mark abandoned the detached threads still running ``grace`` seconds after their unit
+        was failed; returns the newly abandoned."""
+        ...
+
+    def abandoned_running(self) -> int:
+        """How many abandoned threads are still running."""
+        ...
 
 
 class Deadlines:
@@ -63,9 +78,9 @@ class Deadlines:
     def __init__(
         self,
         board: Board,
-        pool: HandlerPool,
+        pool: DetachingPool,
         *,
-        overruns: HandlerOverruns,
+        overruns: OverrunReports,
         instruments: HandlerInstruments | None,
         max_abandoned_threads: int,
         abandoned_coroutines: Callable[[], int],

@@ -34,16 +34,17 @@ from typing import Any
 
 from django.db import DatabaseError, connections
 
-from django_pgboss import signals
+from django_pgboss import clocks, signals
 from django_pgboss.api.boss import Boss
 from django_pgboss.api.jobs import JobStore
 from django_pgboss.api.queues import QueueStore
 from django_pgboss.api.warnings import start_retry
 from django_pgboss.arguments import INT8_MAX, boolean, integer, number
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.exceptions import InvalidOption, QueueNotFound
+from django_pgboss.exceptions import InvalidOption, OffWorkWaitsOnItself, QueueNotFound
 from django_pgboss.observability.instruments import HandlerInstruments
 from django_pgboss.worker.async_host import AsyncQueues
+from django_pgboss.worker.async_slots import EventLoopSlots
 from django_pgboss.worker.backoff import when_reachable
 from django_pgboss.worker.banner import banner
 from django_pgboss.worker.deadlines import EXIT_ABANDONED_THREADS, Deadlines
@@ -53,14 +54,38 @@ from django_pgboss.worker.heartbeats import Heartbeats
 from django_pgboss.worker.instance import registrar
 from django_pgboss.worker.listener import ListenerSettings, NotifyListener
 from django_pgboss.worker.overruns import HandlerOverruns
-from django_pgboss.worker.ports import SYSTEM_CLOCK, Clock, QueueCatalog, WorkerStore
+from django_pgboss.worker.ports import Clock, QueueCatalog, WorkerStore
 from django_pgboss.worker.registry import Registration, validated
 from django_pgboss.worker.settler import Settler
 from django_pgboss.worker.shutdown import Shutdown, put_back_unstarted
 from django_pgboss.worker.snapshot import WorkerSnapshot, take
-from django_pgboss.worker.state import Board, ClaimBudget, QueueState, WorkerStats, logger, queue_capacity
+from django_pgboss.worker.state import (
+    RUNNING_HANDLER,
+    Board,
+    ClaimBudget,
+    QueueState,
+    WorkerStats,
+    logger,
+    queue_capacity,
+)
 
 __all__ = ["EXIT_ABANDONED_THREADS", "MAX_GRACE_SECONDS", "Worker", "WorkerStats", "queue_capacity"]
+
+#: The options of the worker process itself, which ``Boss.worker()`` takes (the queues come from
+#: work() there).
+PROCESS_OPTIONS = frozenset(
+    {
+        "burst",
+        "max_jobs",
+        "grace_seconds",
+        "listen",
+        "max_abandoned_threads",
+        "instruments",
+        "store",
+        "queue_catalog",
+        "clock",
+    }
+)
 
 #: The longest stop grace period a Worker takes (a day): past threading.TIMEOUT_MAX its waits would
 #: raise OverflowError instead of waiting.
@@ -79,7 +104,9 @@ class Worker:
     see observability/instruments.py).
 
     ``store``, ``queue_catalog`` and ``clock`` replace the worker's PostgreSQL job store, its
-    queue reads and the system clock (worker/ports.py): what a test drives the engine with. A
+    queue reads and its clock (worker/ports.py): what a test drives the engine with. Without
+    ``clock`` the worker takes the clock installed when it is built (``django_pgboss.clocks``):
+    the system's, or the timers of the ``TestClock`` a test attached. A
     worker given a store of its own listens for no notifications, registers no instance and
     refuses transactional queues (their transaction is PostgreSQL's).
     """
@@ -136,7 +163,10 @@ class Worker:
         self.max_jobs = max_jobs
         self.grace_seconds = grace_seconds
         self.listen = listen and on_postgres
-        self.clock = clock if clock is not None else SYSTEM_CLOCK
+        # The clock installed in django_pgboss.clocks now: the system's, or the timers of a
+        # TestClock the test attached, so that a worker a test starts inside the clock polls,
+        # beats and keeps its deadlines as the test moves time, unwired.
+        self.clock = clock if clock is not None else clocks.current()
         self.stats = WorkerStats(started_at=self.clock.monotonic(), clock=self.clock.monotonic)
         self._created_at = self.clock.time()
         # Each queue's handler label, for the messages jobs are failed with (work() adds to it).
@@ -163,7 +193,9 @@ class Worker:
         self._pool = HandlerPool(
             self._board, instruments=instruments, transactional_store=transactional_store
         )
-        self._async = AsyncQueues(self._board, self._pool, overruns=self._overruns, instruments=instruments)
+        self._async = AsyncQueues(
+            self._board, self._pool, slots=EventLoopSlots(), overruns=self._overruns, instruments=instruments
+        )
         self._deadlines = Deadlines(
             self._board,
             self._pool,
@@ -441,7 +473,12 @@ class Worker:
         """Stop working a queue (by its name or the id work() returned): its fetcher ends, its
         claimed jobs that have not started go back to the queue uncharged, and with ``wait``
         (the default) the call returns once its running handlers are done and their results
-        written. Without ``wait`` they finish in the background. Unknown names raise InvalidOption."""
+        written. Without ``wait`` they finish in the background. Unknown names raise InvalidOption.
+
+        Called with ``wait`` from inside a handler of that very queue, it would wait for itself:
+        it raises OffWorkWaitsOnItself instead, before anything changes (pg-boss's offWork()
+        awaited there never returns). ``wait=False`` is the way to stop a queue from its handler.
+        """
         with self._runtime:
             name = next(
                 (queue for queue, work_id in self.work_ids.items() if name_or_work_id in (queue, work_id)),
@@ -449,6 +486,13 @@ class Worker:
             )
             if name is None:
                 raise InvalidOption(f"{name_or_work_id!r} is neither a queue nor a work id this worker works")
+            running_handler = RUNNING_HANDLER.get()
+            if wait and running_handler is not None and running_handler is self._board.queues.get(name):
+                raise OffWorkWaitsOnItself(
+                    f"off_work({name_or_work_id!r}, wait=True) was called from inside a handler of queue "
+                    f"{name!r}: it would wait for that handler to return, which waits for off_work(); "
+                    "call off_work() with wait=False from a handler"
+                )
             del self.work_ids[name]
             self.registrations = [r for r in self.registrations if r.queue != name]
             board = self._board

@@ -27,6 +27,7 @@ from django_pgboss.worker.outcomes import THREAD_DIED_OUTPUT
 from django_pgboss.worker.ports import TransactionalStore
 from django_pgboss.worker.results import settle_items
 from django_pgboss.worker.state import (
+    RUNNING_HANDLER,
     Board,
     Detached,
     QueueState,
@@ -195,6 +196,13 @@ class HandlerPool:
         """How many abandoned threads are still running."""
         return sum(1 for thread, d in self.detached.items() if d.abandoned and thread.is_alive())
 
+    def join_attached(self, timeout: float) -> None:
+        """Wait (``timeout`` seconds each) for every thread the pool started, except those
+        detached at a deadline, which are left running (their units were settled)."""
+        for thread in self.threads:
+            if thread not in self.detached:
+                thread.join(timeout=timeout)
+
     # -- one unit --------------------------------------------------------------------------------
 
     def _run_unit(self, state: QueueState, unit: Unit) -> None:
@@ -213,6 +221,8 @@ class HandlerPool:
         if instruments is not None:
             instruments.handler_started(name)
         started = time.perf_counter()
+        # So that off_work() called from this handler knows whose it is (state.RUNNING_HANDLER).
+        inside = RUNNING_HANDLER.set(state)
         try:
             try:
                 # The span records what the handler raised, and the error status, as it passes.
@@ -250,6 +260,7 @@ class HandlerPool:
             job_logs.ended(name, jobs, time.perf_counter() - started, None)
             settles = settle_items(registration, name, jobs, result)
         finally:
+            RUNNING_HANDLER.reset(inside)
             state.last_job_ended_at = clock.time()
             close_old_connections_quietly()
             self.release_unit(state, unit, settles, thread)

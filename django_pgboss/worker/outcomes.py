@@ -39,6 +39,17 @@ THREAD_DIED_OUTPUT = {
     "message": "the worker thread running the job died before it finished (see the worker's log)",
 }
 
+
+def deadline_output(seconds: float, option: str = "expire_in_seconds") -> dict[str, str]:
+    """What a job failed at its deadline stores (pg-boss's message, with the reason named): the
+    deadline thread's failure of a threaded unit and the async host's of a coroutine's alike."""
+    return {
+        "name": "JobDeadlineExceeded",
+        "message": f"handler execution exceeded {seconds:g}s ({option}); the worker failed "
+        "the attempt and cancelled its signal",
+    }
+
+
 #: How deep a failure output is copied; anything deeper is cut (an error report, not a payload).
 _MAX_DEPTH = 32
 

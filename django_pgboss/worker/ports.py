@@ -4,6 +4,10 @@ The worker's parts (worker/fetching.py, worker/handlers.py, worker/settler.py, w
 worker/deadlines.py, worker/shutdown.py) call only these protocols, never a concrete class, so the
 same engine runs over PostgreSQL (``JobStore`` and ``QueueStore`` of the API, and ``SYSTEM_CLOCK``)
 and, in the fast tests, over an in-memory store and a clock the test moves (tests/unit/fakes.py).
+What one part needs of another is a protocol too, declared beside the part that needs it (the
+deadlines' ``DetachingPool``, the async host's ``ReleasesUnits`` and ``SlotFactory``, the stop's
+``HandlerThreads``...) or here when two parts share it (``OverrunReports``): no part imports
+another, and worker/engine.py hands each the parts it built.
 
 Every moment the worker keeps (a unit's deadline, a stop's grace period, a poll's interval, the
 last heartbeat of a job) is read from ``Clock.monotonic()``, and every timed wait goes through
@@ -24,6 +28,7 @@ from django_pgboss.records import Job
 __all__ = [
     "SYSTEM_CLOCK",
     "Clock",
+    "OverrunReports",
     "QueueCatalog",
     "QueueFacts",
     "SystemClock",
@@ -112,4 +117,14 @@ class QueueCatalog(Protocol):
 
     def all_queues(self, names: Iterable[str] | None = None) -> Sequence[QueueFacts]:
         """The named queues that exist (every queue when ``names`` is None), in name order."""
+        ...
+
+
+class OverrunReports(Protocol):
+    """Where a handler still running past its deadline is reported (pg-boss's handler_overrun):
+    ``HandlerOverruns`` of worker/overruns.py, which the deadline thread and the async host share."""
+
+    def overrun(self, queue: str, job_ids: list[str], expire_in_seconds: float) -> None:
+        """The jobs ``job_ids`` of ``queue`` were failed at their deadline while their handler ran
+        on; returns at once (the warning is raised and stored on a thread of its own)."""
         ...

@@ -1,25 +1,71 @@
 """The worker's stop: claimed jobs that never started go back at once, running ones get the grace
-period, and whatever is still running after it goes back to the queue for another worker."""
+period, and whatever is still running after it goes back to the queue for another worker.
+
+The stop ends the other parts without knowing their classes: it names what it needs of each as
+the protocols below, and the engine (worker/engine.py) hands it the parts it built.
+"""
 
 from __future__ import annotations
 
 import queue as queue_module
-from collections.abc import Sequence
+import threading
+from collections.abc import Collection, Sequence
+from typing import Protocol
 
 from django.db import connections
 
 from django_pgboss.cancellation import SHUTDOWN
 from django_pgboss.records import Job
-from django_pgboss.worker.async_host import AsyncQueues
-from django_pgboss.worker.deadlines import Deadlines
-from django_pgboss.worker.fetching import QueueFetcher
-from django_pgboss.worker.handlers import HandlerPool
-from django_pgboss.worker.heartbeats import Heartbeats
-from django_pgboss.worker.listener import NotifyListener
 from django_pgboss.worker.messages import Interrupt, Requeue, StopSettling
 from django_pgboss.worker.outcomes import SHUTDOWN_OUTPUT, UNSTARTED_OUTPUT
-from django_pgboss.worker.settler import Settler
 from django_pgboss.worker.state import Board, QueueState, WorkerStats, logger
+
+
+class Joinable(Protocol):
+    """A part that runs on a thread of its own and ends by itself once the stop is under way (a
+    fetcher, the settler after its stop marker, the heartbeats)."""
+
+    def join(self, timeout: float) -> None:
+        """Wait at most ``timeout`` seconds for the part's thread to end."""
+        ...
+
+
+class HandlerThreads(Protocol):
+    """What the stop needs of the handler pool (worker/handlers.py's ``HandlerPool``)."""
+
+    def replace_dead(self) -> None:
+        """Fail the jobs of a handler thread that died (none is replaced while stopping)."""
+        ...
+
+    def join_attached(self, timeout: float) -> None:
+        """Wait for the handler threads, except those detached at a deadline (each ``timeout``)."""
+        ...
+
+
+class AsyncSlotsStop(Protocol):
+    """What the stop needs of the async queues (worker/async_host.py's ``AsyncQueues``)."""
+
+    @property
+    def queues(self) -> Collection[str]:
+        """The async queues whose slots run."""
+        ...
+
+    def stop(self, *, cancel: bool) -> None:
+        """End the slots, cancelling the units still running when ``cancel``, then the loop."""
+        ...
+
+
+class DeadlineThread(Joinable, Protocol):
+    """The deadline thread (worker/deadlines.py's ``Deadlines``)."""
+
+    #: Set to wake the thread before its next tick.
+    wake: threading.Event
+
+
+class Stoppable(Protocol):
+    """A part the stop ends outright (the LISTEN connection of worker/listener.py)."""
+
+    def stop(self) -> None: ...
 
 
 class Shutdown:
@@ -32,12 +78,12 @@ class Shutdown:
         self,
         board: Board,
         *,
-        pool: HandlerPool,
-        async_queues: AsyncQueues,
-        fetchers: Sequence[QueueFetcher],
-        settler: Settler,
-        heartbeats: Heartbeats,
-        deadlines: Deadlines,
+        pool: HandlerThreads,
+        async_queues: AsyncSlotsStop,
+        fetchers: Sequence[Joinable],
+        settler: Joinable,
+        heartbeats: Joinable,
+        deadlines: DeadlineThread,
     ) -> None:
         self.board = board
         self.pool = pool
@@ -47,7 +93,7 @@ class Shutdown:
         self.heartbeats = heartbeats
         self.deadlines = deadlines
 
-    def run(self, grace_seconds: float, listener: NotifyListener | None) -> None:
+    def run(self, grace_seconds: float, listener: Stoppable | None) -> None:
         board, clock = self.board, self.board.clock
         # The grace period counts from the start of the stop.
         deadline = clock.monotonic() + (0 if board.aborting.is_set() else grace_seconds)
@@ -97,9 +143,7 @@ class Shutdown:
             # Handlers past the grace period are left running (daemon threads): their jobs went
             # back above, and a settle they attempt later finds no active job to settle. So are
             # handlers detached at a deadline (worker/deadlines.py), whose units are settled.
-            for thread in self.pool.threads:
-                if thread not in self.pool.detached:
-                    thread.join(timeout=30)
+            self.pool.join_attached(timeout=30)
         connections.close_all()
         stats: WorkerStats = board.stats
         logger.info(

@@ -11,6 +11,7 @@ the deadlines (worker/deadlines.py), the listener (worker/listener.py) and the s
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue as queue_module
 import threading
@@ -162,6 +163,16 @@ class QueueState:
         self.deadlines.clear()
         self.group_active.clear()
         return jobs
+
+
+#: The queue (its ``QueueState``) whose handler the calling code runs inside: set around each
+#: handler call, a thread's (worker/handlers.py) and a coroutine's (worker/async_slots.py), so that
+#: what the handler calls can tell. A context variable rather than a thread's name: it follows the
+#: coroutine onto the threads its ``sync_to_async`` calls run on, and a state is one queue of one
+#: worker, so another worker's handler of the same queue name is not taken for this one's.
+RUNNING_HANDLER: contextvars.ContextVar[QueueState | None] = contextvars.ContextVar(
+    "pgboss_running_handler", default=None
+)
 
 
 @dataclass

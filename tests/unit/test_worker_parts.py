@@ -14,9 +14,10 @@ import threading
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 
 from django_pgboss.cancellation import CLAIM_LOST, DEADLINE, SHUTDOWN
-from django_pgboss.exceptions import InvalidOption
+from django_pgboss.exceptions import InvalidOption, OffWorkWaitsOnItself
 from django_pgboss.worker import Worker, handlers
 from django_pgboss.worker.deadlines import ABANDON_GRACE_SECONDS, EXIT_ABANDONED_THREADS
 from django_pgboss.worker.registry import Registration
@@ -342,6 +343,82 @@ def test_an_async_queue_runs_concurrency_coroutines_at_once_on_one_thread(store,
     assert store.states("q") == {"completed": 9}
     assert running["most"] == 3
     assert len(threads) == 1
+
+
+# -- off_work() from inside the queue's own handler ----------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["thread", "coroutine"])
+def test_off_work_waiting_from_its_own_handler_is_refused_and_without_wait_stops_the_queue(
+    store, clock, start, kind
+):
+    store.create_queue("q")
+    ready = threading.Event()
+    refusals: list[str] = []
+    workers: list[Worker] = []
+
+    def stop_from_inside(job: Any) -> str:
+        ready.wait(PATIENCE_SECONDS)
+        (worker,) = workers
+        try:
+            worker.off_work("q")
+        except OffWorkWaitsOnItself as exc:
+            refusals.append(str(exc))
+        # Refused before anything changed: the queue is still worked, and stops only now.
+        assert "q" in worker.work_ids
+        worker.off_work("q", wait=False)
+        return "stopped itself"
+
+    async def stop_from_a_coroutine(job: Any) -> str:
+        # What an async handler does with a sync call: run it on its job's thread.
+        return await sync_to_async(stop_from_inside)(job)
+
+    handler = stop_from_inside if kind == "thread" else stop_from_a_coroutine
+    first = store.send("q", {})
+    run = start(Registration("q", handler, polling_interval_seconds=0.1))
+    workers.append(run.worker)
+    ready.set()
+    eventually(lambda: store.jobs[first].state == "completed", "the job completed", ticking=clock)
+    eventually(lambda: run.worker.snapshot().queues == [], "the queue taken off the worker", ticking=clock)
+    assert store.jobs[first].output == {"value": "stopped itself"}
+    assert len(refusals) == 1 and "from inside a handler of queue 'q'" in refusals[0]
+    assert "wait=False" in refusals[0]
+    # No longer worked: a new job stays where it is, however long the worker runs.
+    later = store.send("q", {})
+    clock.advance(5)
+    assert store.jobs[later].state == "created"
+
+
+def test_off_work_from_a_handler_of_another_queue_waits_for_the_queue_it_stops(store, clock, start):
+    store.create_queue("a")
+    store.create_queue("b")
+    ready, release = threading.Event(), threading.Event()
+    workers: list[Worker] = []
+    done: list[str] = []
+
+    def slow(job: Any) -> str:
+        release.wait(PATIENCE_SECONDS)
+        return "b done"
+
+    def stop_b(job: Any) -> str:
+        ready.wait(PATIENCE_SECONDS)
+        workers[0].off_work("b")
+        done.append("off_work returned")
+        return "a done"
+
+    b_job = store.send("b", {})
+    run = start(Registration("a", stop_b, polling_interval_seconds=0.1), Registration("b", slow))
+    workers.append(run.worker)
+    eventually(lambda: store.jobs[b_job].state == "active", "b's job running", ticking=clock)
+    a_job = store.send("a", {})
+    ready.set()
+    eventually(lambda: store.jobs[a_job].state == "active", "a's handler running", ticking=clock)
+    # A handler of queue a may wait for queue b's handlers: it is not one of them.
+    assert done == []
+    release.set()
+    eventually(lambda: done == ["off_work returned"], "off_work() returned", ticking=clock)
+    eventually(lambda: store.jobs[a_job].state == "completed", "a's job completed", ticking=clock)
+    assert store.jobs[b_job].state == "completed"
 
 
 # -- what the Worker refuses -------------------------------------------------------------------------
