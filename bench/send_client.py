@@ -19,7 +19,9 @@ the wait count, and a descheduled process accrues nothing):
                                nothing: what any twin pays on top of its sync call, the least a
                                hop onto Django's thread costs (no job is sent)
 
-With --profile, cProfile's top functions (own time) of boss.send over one run.
+With --profile, cProfile's top functions (own time) of boss.send over one run. With --stubbed, our
+Python alone: boss.send() and the bare cursor with psycopg's execute replaced by a no-op, this
+thread's CPU a send, the best of the rounds (no database work, so the machine's load matters less).
 """
 
 from __future__ import annotations
@@ -132,6 +134,37 @@ def _nothing() -> None:
     return None
 
 
+def stubbed_python(boss: Boss, sends: int, rounds: int) -> None:
+    """Print boss.send()'s Python over the bare cursor's, psycopg's execute a no-op for both."""
+    sql = boss_sql()
+    boss.send(QUEUE, {"i": 0})  # the route cached, the connection open
+    cursor = psycopg.Cursor(connections["default"].connection)
+    real_execute = psycopg.Cursor.execute
+    psycopg.Cursor.execute = lambda self, query, params=None, **kwargs: self
+
+    def bare() -> None:
+        for i in range(sends):
+            cursor.execute(sql, boss_params(i), prepare=True)
+
+    def send() -> None:
+        for i in range(sends):
+            boss.send(QUEUE, {"i": i})
+
+    best = {"bare cursor": float("inf"), "boss.send": float("inf")}
+    try:
+        for _ in range(rounds):
+            for label, run in (("bare cursor", bare), ("boss.send", send)):
+                started = time.thread_time()
+                run()
+                best[label] = min(best[label], (time.thread_time() - started) / sends * 1e6)
+    finally:
+        psycopg.Cursor.execute = real_execute
+    print(f"django_pgboss at {source_revision()}; load average {load_average()}")
+    for label, value in best.items():
+        print(f"{label}: {value:.1f} us of this thread's CPU a send (best of {rounds})")
+    print(f"boss.send's own Python: {best['boss.send'] - best['bare cursor']:.1f} us a send")
+
+
 def reset(admin: psycopg.Connection) -> None:
     admin.execute(f"TRUNCATE {TABLE}, ceiling.job")
     admin.execute("CHECKPOINT")
@@ -142,6 +175,7 @@ def main() -> None:
     parser.add_argument("--sends", type=int, default=2000, help="sends a run (default 2000)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds (default 5)")
     parser.add_argument("--profile", action="store_true", help="cProfile of boss.send, top functions")
+    parser.add_argument("--stubbed", action="store_true", help="our Python alone, psycopg's execute stubbed")
     args = parser.parse_args()
 
     call_command("migrate", verbosity=0)
@@ -151,6 +185,10 @@ def main() -> None:
     boss.create_queue(QUEUE)
     admin = raw_connection()
     admin.execute(CEILING_DDL)
+    if args.stubbed:
+        stubbed_python(boss, args.sends, args.rounds)
+        boss.delete_queue(QUEUE)
+        return
     cases = variants()
     for run in cases.values():
         run(2)  # connections open, statements prepared, routes cached

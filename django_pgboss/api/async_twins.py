@@ -18,7 +18,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import SyncToAsync, sync_to_async
+from asgiref.sync import sync_to_async
 
 from django_pgboss.constants import UNSET
 
@@ -479,7 +479,7 @@ class AsyncTwins:
 #: One thread-sensitive wrapper per class and method, made on first use: making one copies the
 #: method's attributes (functools.update_wrapper), which cost a sixth of a twin's CPU when it was
 #: made on every call (bench/send_client.py).
-_WRAPPERS: dict[tuple[type, str], SyncToAsync[..., Any]] = {}
+_WRAPPERS: dict[tuple[type, str], Callable[..., Awaitable[Any]]] = {}
 
 
 def _twin(boss: Any, name: str) -> Callable[..., Awaitable[Any]]:
