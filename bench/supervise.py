@@ -65,7 +65,7 @@ from bench.peers import node, node_version  # noqa: E402
 from django_pgboss.api.boss import Boss  # noqa: E402
 from django_pgboss.conf import pgboss_settings  # noqa: E402
 from django_pgboss.db.identifiers import advisory_lock_key  # noqa: E402
-from django_pgboss.monitor.supervisor import CHUNK_SIZE, EXPIRED_OUTPUT, STALLED_OUTPUT  # noqa: E402
+from django_pgboss.monitor.supervisor import CHUNK_SIZE, EXPIRED_OUTPUT, LOGGED_IDS, STALLED_OUTPUT  # noqa: E402
 from django_pgboss.plans import maintenance as maintenance_plans  # noqa: E402
 from django_pgboss.plans import retention as retention_plans  # noqa: E402
 from django_pgboss.plans import stats as stats_plans  # noqa: E402
@@ -408,7 +408,7 @@ def explain_hot_statements(admin: psycopg.Connection) -> None:
         (
             "fail_expired_jobs, job_common",
             maintenance_plans.fail_expired_jobs(schema, table),
-            {"output": to_json(EXPIRED_OUTPUT, "output"), "names": chunk},
+            {"output": to_json(EXPIRED_OUTPUT, "output"), "names": chunk, "tally_ids": LOGGED_IDS},
         ),
         (
             "deletion_batch (the first of one queue's retention walk), job_common",
@@ -444,7 +444,7 @@ def explain_sweeps(admin: psycopg.Connection) -> None:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(
                 "EXPLAIN (ANALYZE, BUFFERS) " + plan(SCHEMA, "job_common"),
-                {"output": to_json(output, "output"), "names": chunk},
+                {"output": to_json(output, "output"), "names": chunk, "tally_ids": LOGGED_IDS},
             )
             for (line,) in cursor.fetchall():
                 print(NAME_ARRAY.sub(f"'{{<{len(chunk)} names>}}'", line))

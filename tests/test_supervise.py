@@ -202,3 +202,75 @@ def test_a_pass_inside_the_callers_transaction_leaves_its_settings_alone():
         elapsed_supervise()
         cursor.execute("SHOW jit")
         assert cursor.fetchone() == (before,)
+
+
+def failed_for_good_records(caplog) -> list:
+    """The monitor's WARNING records about jobs a sweep failed for good."""
+    return [
+        record
+        for record in caplog.records
+        if record.name == "django_pgboss.monitor" and "failed for good" in record.getMessage()
+    ]
+
+
+def test_jobs_the_expiry_fails_for_good_are_one_warning_per_queue_with_count_and_ids(caplog):
+    caplog.set_level("WARNING", logger="django_pgboss.monitor")
+    boss.create_queue("spent", expire_in_seconds=60, retry_limit=0)
+    boss.create_queue("own-table", expire_in_seconds=60, retry_limit=0, partition=True)
+    boss.create_queue("retrying", expire_in_seconds=60, retry_limit=1)
+    boss.insert("spent", [{} for _ in range(7)])
+    boss.send("own-table")
+    boss.send("retrying")
+    spent = boss.fetch("spent", batch_size=7)
+    (own,) = boss.fetch("own-table")
+    (retrying,) = boss.fetch("retrying")
+    for job in (*spent, own, retrying):
+        age(job.id, "started_on", 61)
+    assert counts(elapsed_supervise()) == (9, 0)
+
+    by_queue = {record.queue: record for record in failed_for_good_records(caplog)}
+    # The job with a retry left is retried, which is no news: only the two queues are named.
+    assert sorted(by_queue) == ["own-table", "spent"]
+    record = by_queue["spent"]
+    assert record.levelname == "WARNING"
+    first_ids = sorted(job.id for job in spent)[:5]
+    assert record.getMessage() == (
+        f"7 job(s) of spent failed for good past their expiry, no retries left: {', '.join(first_ids)} ..."
+    )
+    assert (record.job_ids, record.failed, record.dead_lettered, record.reason) == (
+        first_ids,
+        7,
+        0,
+        "expired",
+    )
+    assert by_queue["own-table"].getMessage() == (
+        f"1 job(s) of own-table failed for good past their expiry, no retries left: {own.id}"
+    )
+    assert all(job_row(job.id, "state") == ("failed",) for job in (*spent, own))
+
+    # Once: the next pass finds nothing more to fail, and says nothing.
+    caplog.clear()
+    assert counts(elapsed_supervise()) == (0, 0)
+    assert failed_for_good_records(caplog) == []
+
+
+def test_a_job_the_heartbeat_sweep_dead_letters_is_a_warning_that_says_so(caplog):
+    caplog.set_level("WARNING", logger="django_pgboss.monitor")
+    boss.create_queue("dlq")
+    boss.create_queue("q", heartbeat_seconds=10, retry_limit=0, dead_letter="dlq")
+    boss.send("q")
+    (job,) = boss.fetch("q")
+    age(job.id, "heartbeat_on", 11)
+    assert counts(elapsed_supervise()) == (0, 1)
+    (record,) = failed_for_good_records(caplog)
+    assert record.getMessage() == (
+        f"1 job(s) of q failed for good past their heartbeat, no retries left: {job.id}; "
+        "it went to its dead letter queue"
+    )
+    assert (record.queue, record.job_ids, record.dead_lettered, record.reason) == (
+        "q",
+        [job.id],
+        1,
+        "stalled",
+    )
+    assert len(boss.find_jobs("dlq")) == 1

@@ -25,6 +25,7 @@ environment, so the same command measures it on and off:
                           expire_in_seconds), so this is the bench's own, to measure what keeping
                           the deadlines costs
   PEERS_CONN_MAX_AGE=N    (bench/peers_settings.py) the worker's connections persist N seconds
+  PEERS_QUEUES=a,b        the no-op handler on these queues too (bench/citus_scale.py)
 
 A variant that asks for something this checkout's worker lacks stops the run with a message.
 """
@@ -111,3 +112,8 @@ else:
     @work(QUEUE, **options)
     def noop(job: Any) -> None:
         return None
+
+    # PEERS_QUEUES=a,b,...: more queues with the same no-op handler (bench/citus_scale.py drains
+    # several queues at once, so that a Citus cluster's workers each hold some).
+    for _name in filter(None, os.environ.get("PEERS_QUEUES", "").split(",")):
+        work(_name, **options)(noop)

@@ -20,6 +20,7 @@ from django_pgboss.arguments import attempt_references
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.identifiers import quote_job_table
+from django_pgboss.db.split_redrive import split_redrive
 from django_pgboss.exceptions import (
     InvalidJobReference,
     InvalidOption,
@@ -104,7 +105,11 @@ class DeadLetters:
             dlq_name, destination, source_name, data, created_before, ids, limit=limit
         )
         table = self._dead_letter_table(dlq_name, destination)
-        taken = self.context.all(redrive_plans.redrive(self.context.quoted_schema, table), params)
+        if self.context.distributed:
+            # Citus runs a statement that writes two queues' shards only split (db/split_redrive.py).
+            taken = split_redrive(self.context, table, params)
+        else:
+            taken = self.context.all(redrive_plans.redrive(self.context.quoted_schema, table), params)
         moved = tuple((str(old), str(new)) for old, new, _ in taken if new is not None)
         conflicted = tuple(str(old) for old, new, refused in taken if new is None and refused)
         waiting = tuple(str(old) for old, new, refused in taken if new is None and not refused)

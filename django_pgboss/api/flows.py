@@ -25,6 +25,7 @@ from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.constants import QueuePolicy
 from django_pgboss.db.context import DatabaseContext, sqlstate
 from django_pgboss.db.identifiers import quote_job_table, schema_key
+from django_pgboss.db.split_flows import split_resolve
 from django_pgboss.exceptions import (
     DuplicateFlowRef,
     EmptyFlow,
@@ -464,7 +465,12 @@ class FlowStore:
                 for _batch in range(flow_plans.MAX_BATCHES_PER_PASS):
                     try:
                         with context.atomic():
-                            (count,) = context.one(sql, {"names": chunk})
+                            if context.distributed:
+                                # Citus runs the batch only split, one queue at a time
+                                # (db/split_flows.py).
+                                count = sum(split_resolve(context, table, name) for name in chunk)
+                            else:
+                                (count,) = context.one(sql, {"names": chunk})
                     except DatabaseError as exc:
                         if sqlstate(exc) != UNDEFINED_TABLE or context.in_atomic_block:
                             raise

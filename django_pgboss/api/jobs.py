@@ -12,18 +12,23 @@ import json
 import threading
 import uuid
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db import IntegrityError, connections
+from django.db import DatabaseError, IntegrityError, connections
 
 from django_pgboss import arguments
 from django_pgboss.api.queues import reduce_retained
 from django_pgboss.arguments import JobReference, attempt_references, job_attempt
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.conf import pgboss_settings
-from django_pgboss.db.context import DatabaseContext
+from django_pgboss.db.context import (
+    ROUTE_RECHECK_SECONDS,
+    DatabaseContext,
+    QueueRoute,
+    sqlstate,
+)
 from django_pgboss.db.split_fail import copy_to_dead_letters
 from django_pgboss.exceptions import InvalidJobReference, InvalidOption
 from django_pgboss.plans import jobs as job_plans
@@ -64,6 +69,9 @@ def recording_settles(using: str) -> Iterator[set[str]]:
         else:
             recorders[using] = previous
 
+
+#: What a statement run on a queue's route returns (see JobStore._routed()).
+Result = TypeVar("Result")
 
 #: The connections use_generic_plans() has set (a closed one is dropped with its last reference).
 _GENERIC_PLANS: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -120,33 +128,48 @@ class JobStore:
             if ignore_groups:
                 params["ignore_groups"] = ignore_groups
         context = self.context
-        route = context.route(name)
-        sql = job_plans.fetch_jobs(
-            context.quoted_schema,
-            route.table,
-            policy=route.policy,
-            include_metadata=include_metadata,
-            ignore_start_after=ignore_start_after,
-            min_priority=min_priority is not None,
-            max_priority=max_priority is not None,
-            group_concurrency=group_concurrency is not None,
-            group_tiers=bool(tiers),
-            single_group=single_group,
-            ignore_groups=bool(ignore_groups),
-            include_trace_context=include_trace_context,
+
+        def claim(route: QueueRoute) -> list[Job]:
+            sql = job_plans.fetch_jobs(
+                context.quoted_schema,
+                route.table,
+                policy=route.policy,
+                include_metadata=include_metadata,
+                ignore_start_after=ignore_start_after,
+                min_priority=min_priority is not None,
+                max_priority=max_priority is not None,
+                group_concurrency=group_concurrency is not None,
+                group_tiers=bool(tiers),
+                single_group=single_group,
+                ignore_groups=bool(ignore_groups),
+                include_trace_context=include_trace_context,
+            )
+            try:
+                # Inside the caller's transaction, a savepoint, so that a lost race for a
+                # singleton key undoes only this statement. In autocommit the statement is its
+                # own transaction already, and wrapping it would cost two more round trips on the
+                # hot path.
+                guard = context.atomic() if context.in_atomic_block else nullcontext()
+                with guard:
+                    return jobs_from_table(context.table(sql, params))
+            except IntegrityError:
+                # Two fetchers picked different jobs of the same singleton/stately key at once;
+                # the unique index let one through. The loser claims nothing this time, as in
+                # pg-boss.
+                return []
+
+        # An empty claim is every poll of an idle queue, so its route is checked at most once per
+        # ROUTE_RECHECK_SECONDS; the claim has its own savepoint inside a transaction, so a
+        # dropped table can be retried there too. The policy is part of the claim's statement,
+        # so a route with another policy is claimed from again (the empty claim took nothing).
+        return self._routed(
+            name,
+            claim,
+            found=bool,
+            recheck_every=ROUTE_RECHECK_SECONDS,
+            savepoint=True,
+            on_policy=True,
         )
-        try:
-            # Inside the caller's transaction, a savepoint, so that a lost race for a singleton
-            # key undoes only this statement. In autocommit the statement is its own transaction
-            # already, and wrapping it would cost two more round trips on the hot path.
-            guard = context.atomic() if context.in_atomic_block else nullcontext()
-            with guard:
-                jobs = jobs_from_table(context.table(sql, params))
-        except IntegrityError:
-            # Two fetchers picked different jobs of the same singleton/stately key at once; the
-            # unique index let one through. The loser claims nothing this time, as in pg-boss.
-            return []
-        return jobs
 
     def use_generic_plans(self) -> None:
         """Have this thread's connection run the claim with its generic plan, planned once per
@@ -198,20 +221,19 @@ class JobStore:
         }
         context = self.context
         split = context.distributed
-        sql = settle_plans.fail_jobs(
-            context.quoted_schema,
-            context.route(name).table,
-            fenced=True,
-            terminal=terminal,
-            report=True,
-            split=split,
-        )
-        if split:
-            with context.atomic():
-                failed, states, dead = context.one(sql, params)
-                copies = copy_to_dead_letters(context, dead)
-        else:
+
+        def fail(route: QueueRoute) -> tuple[int, Any, Any]:
+            sql = settle_plans.fail_jobs(
+                context.quoted_schema, route.table, fenced=True, terminal=terminal, report=True, split=split
+            )
+            if split:
+                with context.atomic():
+                    failed, states, dead = context.one(sql, params)
+                    return failed, copy_to_dead_letters(context, dead), states
             failed, copies, states = context.one(sql, params)
+            return failed, copies, states
+
+        failed, copies, states = self._routed(name, fail, found=lambda result: result[0] == len(ids))
         if isinstance(copies, str):
             copies = json.loads(copies)
         if isinstance(states, str):
@@ -251,8 +273,13 @@ class JobStore:
         if attempts is None:
             raise InvalidJobReference("touch_attempts() needs jobs or {id, retry_count} pairs, not bare ids")
         context = self.context
-        sql = settle_plans.touch_attempts(context.quoted_schema, context.route(name).table)
-        return [str(row[0]) for row in context.all(sql, {"name": name, "ids": ids, "attempts": attempts})]
+        params = {"name": name, "ids": ids, "attempts": attempts}
+
+        def touch(route: QueueRoute) -> list[str]:
+            sql = settle_plans.touch_attempts(context.quoted_schema, route.table)
+            return [str(row[0]) for row in context.all(sql, params)]
+
+        return self._routed(name, touch, found=lambda touched: len(touched) == len(ids))
 
     def resume(self, name: str, ids: str | Sequence[str]) -> int:
         """See Boss.resume()."""
@@ -289,11 +316,13 @@ class JobStore:
         # The ids go as one array literal, which the statement casts to uuid[]: canonical uuids
         # need no quoting in it, and psycopg then dumps one string where a list of them cost it
         # about 2 us an id (bench/README.md). They come back as text likewise.
-        rows = context.all(
-            settle_plans.complete_jobs_with_outputs(context.quoted_schema, context.route(name).table),
-            {"records": "{" + ",".join(records) + "}", "name": name, "ids": "{" + ",".join(ids) + "}"},
-        )
-        return [row[0] for row in rows]
+        params = {"records": "{" + ",".join(records) + "}", "name": name, "ids": "{" + ",".join(ids) + "}"}
+
+        def complete(route: QueueRoute) -> list[str]:
+            sql = settle_plans.complete_jobs_with_outputs(context.quoted_schema, route.table)
+            return [row[0] for row in context.all(sql, params)]
+
+        return self._routed(name, complete, found=lambda completed: len(completed) == len(ids))
 
     def requeue(self, name: str, jobs: Sequence[Job], *, started: bool, output: Any = None) -> list[str]:
         """Put active jobs back in the queue without charging an attempt; returns the ids put back.
@@ -311,8 +340,12 @@ class JobStore:
         if started:
             params["output"] = to_json(output_value(output), "output")
         context = self.context
-        sql = settle_plans.requeue_jobs(context.quoted_schema, context.route(name).table, started=started)
-        return [str(row[0]) for row in context.all(sql, params)]
+
+        def requeue(route: QueueRoute) -> list[str]:
+            sql = settle_plans.requeue_jobs(context.quoted_schema, route.table, started=started)
+            return [str(row[0]) for row in context.all(sql, params)]
+
+        return self._routed(name, requeue, found=lambda requeued: len(requeued) == len(ids))
 
     # -- transactions ----------------------------------------------------------------------------
 
@@ -339,18 +372,21 @@ class JobStore:
         if attempts is not None:
             params["attempts"] = attempts
         context = self.context
-        table = context.route(name).table
-        if verb == "fail" and context.distributed:
-            with context.atomic():
-                count, _states, dead = context.one(
-                    plan(context.quoted_schema, table, fenced=attempts is not None, split=True), params
-                )
-                copy_to_dead_letters(context, dead)
-            retained = []
-        else:
-            count, *retained = context.one(
-                plan(context.quoted_schema, table, fenced=attempts is not None), params
+
+        def settle(route: QueueRoute) -> list[Any]:
+            if verb == "fail" and context.distributed:
+                with context.atomic():
+                    count, _states, dead = context.one(
+                        plan(context.quoted_schema, route.table, fenced=attempts is not None, split=True),
+                        params,
+                    )
+                    copy_to_dead_letters(context, dead)
+                return [count]
+            return list(
+                context.one(plan(context.quoted_schema, route.table, fenced=attempts is not None), params)
             )
+
+        count, *retained = self._routed(name, settle, found=lambda result: result[0] == len(ids))
         if verb == "delete_job":
             self._reduce_retained(name, retained[0], deleted=True)
         recorders = getattr(_recorders, "by_alias", None)
@@ -365,11 +401,63 @@ class JobStore:
         # Jobs are accepted too; resume and retry act on finished jobs, so there is no attempt to fence.
         id_list, _ = attempt_references(ids, verb)
         context = self.context
-        table = context.route(name).table
-        count, *retained = context.one(plan(context.quoted_schema, table), {"name": name, "ids": id_list})
+        params = {"name": name, "ids": id_list}
+        count, *retained = self._routed(
+            name,
+            lambda route: list(context.one(plan(context.quoted_schema, route.table), params)),
+            found=lambda result: result[0] == len(id_list),
+        )
         if verb == "resume":
             self._reduce_retained(name, retained[0], deleted=False)
         return count
+
+    def _routed(
+        self,
+        name: str,
+        run: Callable[[QueueRoute], Result],
+        *,
+        found: Callable[[Result], bool],
+        recheck_every: float | None = None,
+        savepoint: bool = False,
+        on_policy: bool = False,
+    ) -> Result:
+        """``run`` (a statement on queue ``name``'s job table) on the cached route, noticing a route
+        that another process made stale.
+
+        Another process may delete the queue and create it again with the other partitioning,
+        which moves its jobs to another table. A statement on the stale route then fails (the
+        queue's own table was dropped: 42P01) or finds nothing (job_common no longer holds the
+        queue's jobs). So when ``run`` fails so, or when ``found(result)`` says it found less
+        than it was asked for, the route is read again (``DatabaseContext.recheck_route()``, at
+        most once per ``recheck_every`` seconds when given) and, when its table (or, with
+        ``on_policy``, its policy) changed, ``run`` runs once more on the new route. Running it
+        again is safe: the first run reached a table that holds none of the queue's jobs. A fresh
+        route costs nothing more than the statement itself: the check follows only a short result.
+
+        Inside the caller's transaction a failed statement has aborted it, unless ``run`` has a
+        savepoint of its own (``savepoint``): the error is then the caller's, and the route is
+        checked by the next call made outside it.
+        """
+        context = self.context
+        route = context.route(name)
+        try:
+            result = run(route)
+        except DatabaseError as exc:
+            if sqlstate(exc) not in context.stale_route_sqlstates or (
+                context.in_atomic_block and not savepoint
+            ):
+                raise
+            fresh = context.recheck_route(name, route)
+            if fresh is None or fresh.table == route.table:
+                raise
+            return run(fresh)
+        if not found(result):
+            fresh = context.recheck_route(name, route, at_most_every=recheck_every)
+            if fresh is not None and (
+                fresh.table != route.table or (on_policy and fresh.policy != route.policy)
+            ):
+                return run(fresh)
+        return result
 
     def _reduce_retained(self, name: str, retained: int, *, deleted: bool) -> None:
         """delete_job() and resume() take the completed and cancelled jobs they moved out of the
@@ -387,11 +475,13 @@ class JobStore:
         validate_queue_name(name)
         (job_id,), _ = attempt_references(job_id, "get_job_by_id")
         context = self.context
-        jobs = jobs_from_table(
-            context.table(
-                job_plans.get_job(context.quoted_schema, context.route(name).table),
-                {"name": name, "id": job_id},
-            )
+        params = {"name": name, "id": job_id}
+        jobs = self._routed(
+            name,
+            lambda route: jobs_from_table(
+                context.table(job_plans.get_job(context.quoted_schema, route.table), params)
+            ),
+            found=bool,
         )
         return jobs[0] if jobs else None
 
@@ -417,26 +507,33 @@ class JobStore:
         if data is not None:
             params["data"] = arguments.data_filter(data)
         context = self.context
-        table = context.route(name).table
-        sql = job_plans.find_jobs(
-            context.quoted_schema,
-            table,
-            by_id=id is not None,
-            by_key=key is not None,
-            by_data=data is not None,
-            queued=bool(queued),
-            after=after_id is not None,
-        )
-        if after_id is not None:
-            # The job the page continues after is read first: one deleted since the previous
-            # page would otherwise end the list early without saying so (pg-boss 12.38 refuses
-            # it the same way).
-            anchor = context.one_or_none(
-                job_plans.find_jobs_anchor(context.quoted_schema, table), {"name": name, "id": after_id}
+
+        def find(route: QueueRoute) -> list[Job] | None:
+            sql = job_plans.find_jobs(
+                context.quoted_schema,
+                route.table,
+                by_id=id is not None,
+                by_key=key is not None,
+                by_data=data is not None,
+                queued=bool(queued),
+                after=after_id is not None,
             )
-            if anchor is None:
-                raise InvalidOption(
-                    f"find_jobs(): after names job {after_id}, which queue {name!r} no longer holds"
+            if after_id is not None:
+                # The job the page continues after is read first: one deleted since the previous
+                # page would otherwise end the list early without saying so (pg-boss 12.38
+                # refuses it the same way). None, for the route to be checked before saying so.
+                anchor = context.one_or_none(
+                    job_plans.find_jobs_anchor(context.quoted_schema, route.table),
+                    {"name": name, "id": after_id},
                 )
-            params["after_created_on"], params["after_id"] = anchor[0], after_id
-        return jobs_from_table(context.table(sql, params))
+                if anchor is None:
+                    return None
+                params["after_created_on"], params["after_id"] = anchor[0], after_id
+            return jobs_from_table(context.table(sql, params))
+
+        jobs = self._routed(name, find, found=bool)
+        if jobs is None:
+            raise InvalidOption(
+                f"find_jobs(): after names job {after_id}, which queue {name!r} no longer holds"
+            )
+        return jobs

@@ -23,10 +23,6 @@ from django_pgboss.observability import tracing
 from django_pgboss.plans import jobs as job_plans
 from django_pgboss.wire import encode_data_array, encode_jobs, single_job_params, to_json
 
-#: SQLSTATEs that mean a cached queue table is out of date: the table is gone (undefined_table), or
-#: job_common refused a row whose queue now has a partition of its own (check_violation).
-STALE_TABLE_SQLSTATES = frozenset({"42P01", "23514"})
-
 
 class JobSender:
     """Send and insert jobs over one database context (see Boss for what each does)."""
@@ -144,13 +140,18 @@ class JobSender:
     def insert_slotted(self, name: str, jobs: list[dict[str, Any]]) -> int:
         """Insert jobs that name their throttle slot ("singleton_slot"); for the cron pass only.
 
-        Returns how many were inserted: a slot already taken drops its job.
+        Returns how many were inserted: a slot already taken drops its job. Counted from the
+        ids the insert returns rather than its row count, which Citus miscounts under ON
+        CONFLICT DO NOTHING (it counts a dropped row as written); the cron pass files a few jobs
+        a minute, so the ids cost nothing that shows.
         """
         context = self.context
         route = context.route(validate_queue_name(name))
-        return context.rowcount(
-            job_plans.insert_jobs(context.quoted_schema, route.table, returning=False, slots=True),
-            {"jobs": encode_jobs(jobs), "name": name},
+        return len(
+            context.all(
+                job_plans.insert_jobs(context.quoted_schema, route.table, returning=True, slots=True),
+                {"jobs": encode_jobs(jobs), "name": name},
+            )
         )
 
     def _insert(
@@ -174,8 +175,10 @@ class JobSender:
 
         The queue's table is cached, and another process may have deleted the queue, or deleted
         and created it again with or without a partition or with another policy, since. A
-        missing table (42P01), a row that job_common's partition constraint refuses (23514), or,
-        without ON CONFLICT, a policy index that refuses it (23505) means the cache is stale: it
+        missing table (42P01), a row that job_common's partition constraint refuses (23514; on
+        the citus-distributed backend an internal error, XX000, which the shard's refusal becomes
+        on the coordinator), or, without ON CONFLICT, a policy index that refuses it (23505)
+        means the cache may be stale: it
         is dropped and, outside the caller's transaction, the insert is tried once more. An
         insert that wrote nothing is checked against the queue row, so a queue deleted under us
         raises QueueNotFound instead of passing for a job the policy dropped.
@@ -189,6 +192,7 @@ class JobSender:
         schema = context.quoted_schema
         connection = context.connection()
         in_transaction = connection.in_atomic_block
+        stale_states = context.stale_route_sqlstates
         for attempt in (1, 2):
             route = context.route(name)
             # Inside the caller's transaction a refused row must not abort it, so there a statement
@@ -210,7 +214,7 @@ class JobSender:
                     notify=route.notify,
                     trace_context=traced,
                 )
-                stale = STALE_TABLE_SQLSTATES if conflict_possible else STALE_TABLE_SQLSTATES | {"23505"}
+                stale = stale_states if conflict_possible else stale_states | {"23505"}
                 fetch_ids = returning or route.notify
             elif len(payload) == 1 and not route.notify:
                 job = payload[0]
@@ -226,7 +230,7 @@ class JobSender:
                     upsert_by_key=upsert_by_key,
                     trace_context=traced,
                 )
-                stale = STALE_TABLE_SQLSTATES if on_conflict else STALE_TABLE_SQLSTATES | {"23505"}
+                stale = stale_states if on_conflict else stale_states | {"23505"}
                 known_id = params["id"]
                 # With ON CONFLICT the statement returns the id it wrote (see insert_job()).
                 fetch_ids = on_conflict
@@ -242,7 +246,7 @@ class JobSender:
                     upsert_by_key=upsert_by_key,
                     trace_context=traced,
                 )
-                stale = STALE_TABLE_SQLSTATES
+                stale = stale_states
                 fetch_ids = returning or route.notify
             if traced:
                 params["trace_context"] = trace_context

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from django_pgboss import clocks
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import Backend
 from django_pgboss.db.cursors import statement_cursor
@@ -44,15 +45,38 @@ class Table(NamedTuple):
     rows: list[Row]
 
 
+#: How often, at most, a statement that found nothing re-reads its queue's route when the caller
+#: asks for the bound (the fetch, whose polls of an idle queue all come back empty): another
+#: process's new partitioning of the queue is then seen within this long. pg-boss refreshes its
+#: own queue cache every 60 seconds (queueCacheIntervalSeconds).
+ROUTE_RECHECK_SECONDS = 5.0
+
+#: SQLSTATEs that mean a cached route names a table that no longer holds the queue: the table is
+#: gone (undefined_table), or job_common refused a row whose queue now has a partition of its own
+#: (check_violation).
+STALE_ROUTE_SQLSTATES = frozenset({"42P01", "23514"})
+#: The same on the citus-distributed backend, where a shard's partition constraint that refuses a
+#: row reaches the coordinator as an internal error (XX000, "new row for relation job_common_NNN
+#: violates partition constraint"), not as check_violation.
+DISTRIBUTED_STALE_ROUTE_SQLSTATES = STALE_ROUTE_SQLSTATES | {"XX000"}
+
+
 class QueueRoute:
-    """What the job statements need to know of a queue: its job table (quoted), policy and notify."""
+    """What the job statements need to know of a queue: its job table (quoted), policy and notify,
+    and when the route was last read or checked (``checked``, on clocks.current()'s monotonic
+    clock)."""
 
-    __slots__ = ("notify", "policy", "table")
+    __slots__ = ("checked", "notify", "policy", "table")
 
-    def __init__(self, table: str, policy: str, notify: bool) -> None:
+    def __init__(self, table: str, policy: str, notify: bool, checked: float = 0.0) -> None:
         self.table = quote_job_table(table)
         self.policy = policy
         self.notify = notify
+        self.checked = checked
+
+    def same_as(self, other: QueueRoute) -> bool:
+        """Whether ``other`` leads to the same table, with the same policy and notify."""
+        return (self.table, self.policy, self.notify) == (other.table, other.policy, other.notify)
 
 
 class DatabaseContext:
@@ -106,6 +130,12 @@ class DatabaseContext:
         """Whether the schema is the citus-distributed variant (``PGBOSS["BACKEND"]``), whose
         statements that span queues run split, one queue's job table each (docs/citus.md)."""
         return bool(pgboss_settings.BACKEND == Backend.CITUS_DISTRIBUTED)
+
+    @property
+    def stale_route_sqlstates(self) -> frozenset[str]:
+        """The SQLSTATEs of an error that may mean a cached queue route is stale, on this backend
+        (the caller reads the route again, and runs its statement once more only when it moved)."""
+        return DISTRIBUTED_STALE_ROUTE_SQLSTATES if self.distributed else STALE_ROUTE_SQLSTATES
 
     def same_database(self, other: DatabaseContext) -> bool:
         """Whether ``other`` runs on the same alias and schema."""
@@ -244,10 +274,36 @@ class DatabaseContext:
         row = self.one_or_none(queue_plans.get_queue_routing(self.quoted_schema), {"name": name})
         if row is None:
             raise QueueNotFound(f"queue {name!r} does not exist; create it with create_queue() first")
-        route = QueueRoute(*row)
+        table, policy, notify = row
+        route = QueueRoute(table, policy, notify, checked=clocks.current().monotonic())
         with self._routes_lock:
             self._routes[name] = route
         return route
+
+    def recheck_route(
+        self, name: str, used: QueueRoute, *, at_most_every: float | None = None
+    ) -> QueueRoute | None:
+        """Read queue ``name``'s route again after a statement on ``used`` found less than it was
+        asked for, or found its table gone: another process may have deleted the queue and created
+        it again with the other partitioning, so that its jobs now live in another table.
+
+        Returns the new route, now cached, when it differs from ``used`` (the caller then runs its
+        statement again on it); None when it is the same, when the queue no longer exists (the
+        caller's own result stands, and the cached route stays: a worker polling a deleted queue
+        keeps finding nothing rather than failing), or, with ``at_most_every``, when ``used`` was
+        read or checked fewer seconds ago than that (nothing is read then).
+        """
+        now = clocks.current().monotonic()
+        if at_most_every is not None and now - used.checked < at_most_every:
+            return None
+        row = self.one_or_none(queue_plans.get_queue_routing(self.quoted_schema), {"name": name})
+        fresh = None if row is None else QueueRoute(row[0], row[1], row[2], checked=now)
+        if fresh is None or fresh.same_as(used):
+            used.checked = now
+            return None
+        with self._routes_lock:
+            self._routes[name] = fresh
+        return fresh
 
     def forget_route(self, name: str) -> None:
         """Drop the cached route of queue ``name`` (it was changed, deleted, or found stale)."""

@@ -26,6 +26,7 @@ from psycopg.pq import Format
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import Backend
 from django_pgboss.db.installed import not_installed
+from django_pgboss.plans import testing as testing_plans
 from django_pgboss.plans.fragments import routable
 
 #: After how many uses on a connection a statement is prepared: the second, so a statement run
@@ -33,6 +34,21 @@ from django_pgboss.plans.fragments import routable
 PREPARE_THRESHOLD = 1
 
 _local = threading.local()
+
+#: The (alias, quoted schema) pairs whose job_now() a TestClock (django_pgboss.testing) overrides
+#: in this process: on the citus-distributed backend their statements take the test clock's time
+#: as a bound value (plans.testing.bound_clock()). Empty outside tests.
+_TEST_CLOCKS: set[tuple[str, str]] = set()
+
+
+def bind_test_clock(alias: str, quoted_schema: str, *, attached: bool) -> None:
+    """Record that a TestClock was attached to (``attached``) or detached from ``alias`` and
+    ``quoted_schema``; see _TEST_CLOCKS."""
+    if attached:
+        _TEST_CLOCKS.add((alias, quoted_schema))
+    else:
+        _TEST_CLOCKS.discard((alias, quoted_schema))
+
 
 #: psycopg's own timestamptz loader (its C one where psycopg's binary package is installed).
 _TIMESTAMPTZ_OID = psycopg.adapters.types["timestamptz"].oid
@@ -70,7 +86,11 @@ class _StatementCursor:
     def __enter__(self) -> Any:
         cursor = self._enter()
         if pgboss_settings.BACKEND == Backend.CITUS_DISTRIBUTED:
-            return _RoutableCursor(cursor)
+            clock = None
+            if _TEST_CLOCKS and self._context is not None:
+                schema = self._context.quoted_schema
+                clock = schema if (self._alias, schema) in _TEST_CLOCKS else None
+            return _RoutableCursor(cursor, clock)
         return cursor
 
     def _enter(self) -> Any:
@@ -191,16 +211,31 @@ class _LeanCursor:
 class _RoutableCursor:
     """The statement cursor on the citus-distributed backend: each statement runs with the queue's
     name compared as Citus routes it (plans.fragments.routable()), so a statement about one queue
-    runs whole on the one node that holds the queue's shard. Everything else is the wrapped
-    cursor's."""
+    runs whole on the one node that holds the queue's shard. While a TestClock is attached to the
+    schema (``clock``, its quoted name), a statement that reads job_now() takes the test clock's
+    time as a bound value instead (plans.testing.bound_clock() says why). Everything else is the
+    wrapped cursor's."""
 
-    __slots__ = ("_cursor",)
+    __slots__ = ("_clock", "_cursor")
 
-    def __init__(self, cursor: Any) -> None:
+    def __init__(self, cursor: Any, clock: str | None = None) -> None:
         self._cursor = cursor
+        self._clock = clock
 
     def execute(self, sql: Any, params: Any = None) -> Any:
-        return self._cursor.execute(routable(sql) if isinstance(sql, str) else sql, params)
+        if not isinstance(sql, str):
+            return self._cursor.execute(sql, params)
+        sql = routable(sql)
+        if (
+            self._clock is not None
+            and f"{self._clock}.job_now()" in sql
+            and sql.strip() != (reading := testing_plans.clock_reading(self._clock))
+        ):
+            self._cursor.execute(reading)
+            (now,) = self._cursor.fetchone()
+            sql = testing_plans.bound_clock(sql, self._clock)
+            params = {**(params or {}), testing_plans.CLOCK_PARAMETER: now}
+        return self._cursor.execute(sql, params)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cursor, name)

@@ -65,8 +65,13 @@ EXPIRED_OUTPUT = {"value": {"message": "job timed out"}}
 STALLED_OUTPUT = {"value": {"message": "job heartbeat timeout"}}
 #: Queues claimed and counted per statement.
 CHUNK_SIZE = 100
+#: How many ids of the jobs a sweep failed for good its WARNING names, per queue (the count says
+#: how many there were in all), as the worker's record names the first few of a batch.
+LOGGED_IDS = 5
+#: What each sweep's WARNING says the jobs it failed for good ran past.
+_SWEPT_PAST = {"expired": "past their expiry", "stalled": "past their heartbeat"}
 
-__all__ = ["CHUNK_SIZE", "EXPIRED_OUTPUT", "STALLED_OUTPUT", "PassReport", "supervise", "warn"]
+__all__ = ["CHUNK_SIZE", "EXPIRED_OUTPUT", "LOGGED_IDS", "STALLED_OUTPUT", "PassReport", "supervise", "warn"]
 
 
 def supervise(
@@ -295,13 +300,50 @@ def _fail_silent(
                 queue_plans.advisory_lock(), {"lock_key": context.lock_key(f"{table}{lock_name}")}
             )
             row = context.one(
-                plan(schema, table, split=split), {"output": to_json(output, "output"), "names": queues}
+                plan(schema, table, split=split),
+                {"output": to_json(output, "output"), "names": queues, "tally_ids": LOGGED_IDS},
             )
             if split:
                 # The citus-distributed backend's split fail: the copies, one statement per
                 # dead-letter queue, in the same transaction (plans.settle.fail_statement).
                 copy_to_dead_letters(context, row[2])
             setattr(report, kind, getattr(report, kind) + row[0])
+        # Logged once the sweep's transaction (a savepoint inside a caller's) closed: a sweep that
+        # raised failed nothing.
+        _log_failed_for_good(kind, row[-1])
+
+
+def _log_failed_for_good(kind: str, tally: Any) -> None:
+    """One WARNING per queue in which a sweep (``kind``: expired or stalled) failed jobs for good,
+    with the count and the first ids, as the worker logs a job it fails for good: operators learn
+    of a job whose retries ran out whoever failed it. ``tally`` is the sweep's last column
+    (plans.settle.fail_statement's ``tally``)."""
+    if isinstance(tally, str):
+        tally = json.loads(tally)
+    for queue, count, dead_lettered, ids in tally or []:
+        shown = ", ".join(str(job_id) for job_id in ids) + (" ..." if count > len(ids) else "")
+        went = ""
+        if dead_lettered:
+            went = (
+                f"; {dead_lettered} went to their dead letter queue"
+                if count > 1
+                else "; it went to its dead letter queue"
+            )
+        logger.warning(
+            "%d job(s) of %s failed for good %s, no retries left: %s%s",
+            count,
+            queue,
+            _SWEPT_PAST[kind],
+            shown,
+            went,
+            extra={
+                **queue_extra(queue),
+                "job_ids": [str(job_id) for job_id in ids],
+                "failed": count,
+                "dead_lettered": dead_lettered,
+                "reason": kind,
+            },
+        )
 
 
 def _apply_backoff(context: DatabaseContext, report: PassReport, sender: Any = None) -> None:

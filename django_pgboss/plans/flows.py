@@ -184,3 +184,68 @@ def resolve_flow_jobs(schema: str, table: str) -> str:
     )
     SELECT count(*)::int FROM cleared
     """
+
+
+# The split resolve of the citus-distributed backend. resolve_flow_jobs() locks and updates
+# children through the parent ``job`` table, on any queue's shard, in one statement: Citus runs
+# FOR UPDATE only on one shard, and refuses job_now() beside a column in an UPDATE. So the pass
+# runs as pg-boss splits such statements for distributed engines, one queue at a time
+# (db/split_flows.py): the completed parents locked on the queue's shard, their children's counts
+# read from job_dependency (a reference table), each child queue's children locked in id order
+# and updated on their shard with the time bound from the database's clock, then the parents
+# cleared, in one transaction.
+
+
+def resolve_parents(schema: str, table: str) -> str:
+    """Lock up to FLOW_BATCH_SIZE completed blocking parents of queue ``name`` in id order (SKIP
+    LOCKED, so resolvers running at once split them). Parameter: name. Returns their ids."""
+    return f"""
+    SELECT j.id FROM {schema}.{table} j
+    WHERE j.blocking AND j.state = 'completed' AND j.name = %(name)s
+    ORDER BY j.id
+    LIMIT {FLOW_BATCH_SIZE}
+    FOR UPDATE OF j SKIP LOCKED
+    """
+
+
+def resolve_children(schema: str) -> str:
+    """The children of the parents ``ids`` of queue ``name``, with how many of those parents each
+    has, in (name, id) order. Parameters: name, ids. Returns (child_name, child_id, count)."""
+    return f"""
+    SELECT d.child_name, d.child_id, count(*)::int
+    FROM {schema}.job_dependency d
+    WHERE d.parent_name = %(name)s AND d.parent_id = ANY(%(ids)s::uuid[])
+    GROUP BY 1, 2
+    ORDER BY 1, 2
+    """
+
+
+def lock_children(schema: str) -> str:
+    """Lock the blocked children ``ids`` of queue ``name`` in id order. Parameters: name, ids."""
+    return f"""
+    SELECT j.id FROM {schema}.job j
+    WHERE j.name = %(name)s AND j.id = ANY(%(ids)s::uuid[]) AND j.blocked
+    ORDER BY j.id
+    FOR UPDATE OF j
+    """
+
+
+def release_children(schema: str) -> str:
+    """Take the resolved parents off the blocked children ``ids`` of queue ``name``, as
+    resolve_flow_jobs() does. Parameters: name, ids, counts (a JSON object from each child's id to
+    how many of its parents were resolved), now (job_now(), read before in the transaction)."""
+    resolved = "(%(counts)s::jsonb ->> j.id::text)::int"
+    return f"""
+    UPDATE {schema}.job j
+    SET pending_dependencies = GREATEST(j.pending_dependencies - {resolved}, 0),
+        blocked = GREATEST(j.pending_dependencies - {resolved}, 0) > 0,
+        start_after = CASE WHEN GREATEST(j.pending_dependencies - {resolved}, 0) = 0
+          THEN GREATEST(j.start_after, %(now)s::timestamptz)
+          ELSE j.start_after END
+    WHERE j.name = %(name)s AND j.id = ANY(%(ids)s::uuid[]) AND j.blocked
+    """
+
+
+def clear_parents(schema: str, table: str) -> str:
+    """Clear ``blocking`` on the resolved parents ``ids`` of queue ``name``. Parameters: name, ids."""
+    return f"UPDATE {schema}.{table} SET blocking = false WHERE name = %(name)s AND id = ANY(%(ids)s::uuid[])"

@@ -7,20 +7,24 @@ from django_pgboss.plans.settle import fail_statement
 
 
 def fail_expired_jobs(schema: str, table: str, *, split: bool = False) -> str:
-    """Fail active jobs that ran past their expiry. Parameters: output (json), names.
+    """Fail active jobs that ran past their expiry. Parameters: output (json), names, tally_ids.
 
     Their worker died, hung, or lost its connection: failing them (the same path as fail(), so
     retries and dead letters apply) hands them to another worker. The worker that overran, if it
     ever finishes, is fenced off by the attempt fence. ``split`` is fail_statement's (the
     citus-distributed backend; the caller then writes the dead-letter copies).
     """
-    return fail_statement(schema, table, f"{expired(schema)} AND name = ANY(%(names)s::text[])", split=split)
+    return fail_statement(
+        schema, table, f"{expired(schema)} AND name = ANY(%(names)s::text[])", split=split, tally=True
+    )
 
 
 def fail_stalled_jobs(schema: str, table: str, *, split: bool = False) -> str:
-    """Fail active jobs whose heartbeat stopped. Parameters: output (json), names. ``split`` is
-    fail_statement's, as for fail_expired_jobs()."""
-    return fail_statement(schema, table, f"{stalled(schema)} AND name = ANY(%(names)s::text[])", split=split)
+    """Fail active jobs whose heartbeat stopped. Parameters: output (json), names, tally_ids.
+    ``split`` is fail_statement's, as for fail_expired_jobs()."""
+    return fail_statement(
+        schema, table, f"{stalled(schema)} AND name = ANY(%(names)s::text[])", split=split, tally=True
+    )
 
 
 def queue_tables(schema: str, *, by_name: bool) -> str:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 
 def subscribe(schema: str) -> str:
-    """Subscribe a queue to an event (again: only refreshes updated_on). Parameters: event, name."""
+    """Subscribe a queue to an event (again: only refreshes updated_on). Parameters: event, name.
+
+    The refreshed updated_on is the one the insert would have written (EXCLUDED), the same
+    job_now() of the statement: Citus refuses a function call in DO UPDATE SET on a reference
+    table, and this spelling runs on both."""
     return f"""
     INSERT INTO {schema}.subscription (event, name, created_on, updated_on)
     VALUES (%(event)s, %(name)s, {schema}.job_now(), {schema}.job_now())
-    ON CONFLICT (event, name) DO UPDATE SET updated_on = {schema}.job_now()
+    ON CONFLICT (event, name) DO UPDATE SET updated_on = EXCLUDED.updated_on
     """
 
 

@@ -96,14 +96,10 @@ def preview_redrive(schema: str, table: str) -> str:
     """
 
 
-# What a dead-letter row ``j`` that was not re-created becomes: failed in place, with the reason
-# as its output, in pg-boss's shape (message, reason, destination, policy, singletonKey) so both
-# sides read it alike. ``q`` is the destination queue. Its own output, if it had one, is kept as
-# source_output when that is still empty.
-_CONFLICT_SET = """state = 'failed',
-      completed_on = {schema}.job_now(),
-      source_output = COALESCE(j.source_output, j.output),
-      output = jsonb_build_object(
+# Why a dead-letter row ``j`` was not re-created in queue ``q``, in pg-boss's shape (message,
+# reason, destination, policy, singletonKey) so both sides read it alike: its output once it is
+# failed in place.
+_CONFLICT_OUTPUT = """jsonb_build_object(
         'message', 'Not redriven: queue ' || q.name || CASE
           WHEN q.policy = 'key_strict_fifo' AND j.singleton_key IS NULL
             THEN ' is key_strict_fifo and this job has no singleton key'
@@ -118,6 +114,32 @@ _CONFLICT_SET = """state = 'failed',
         'policy', q.policy,
         'singletonKey', j.singleton_key
       )"""
+
+# What a dead-letter row ``j`` that was not re-created becomes: failed in place, with ``output``
+# (an expression) as its output. Its own output, if it had one, is kept as source_output when that
+# is still empty.
+_CONFLICT_SET = """state = 'failed',
+      completed_on = {schema}.job_now(),
+      source_output = COALESCE(j.source_output, j.output),
+      output = {output}"""
+
+# The columns a redriven job is written with, in the order of the values redrive() and
+# redrive_insert() give them: the destination's settings as it is configured now, the job's
+# identity carried over, and the chain's first job.
+_REDRIVEN_COLUMNS = """id, name, data, priority, retry_limit, retry_backoff, retry_delay, retry_delay_max,
+        expire_seconds, start_after, created_on, keep_until, deletion_seconds, policy,
+        singleton_key, group_id, group_tier, heartbeat_seconds, dead_letter, source_root_id,
+        trace_context"""
+
+
+def _redriven_values(schema: str, new_id: str, job: str, root: str) -> str:
+    """The values of _REDRIVEN_COLUMNS for the job ``job`` re-created in queue ``q`` as ``new_id``,
+    with ``root`` its chain's first job (each an expression)."""
+    return f"""{new_id}, q.name, {job}.data, {job}.priority, q.retry_limit, q.retry_backoff, q.retry_delay,
+        q.retry_delay_max, q.expire_seconds, {schema}.job_now(), {schema}.job_now(),
+        {schema}.job_now() + q.retention_seconds * interval '1s', q.deletion_seconds, q.policy,
+        {job}.singleton_key, {job}.group_id, {job}.group_tier, q.heartbeat_seconds, q.dead_letter,
+        {root}, {job}.trace_context"""
 
 
 @functools.lru_cache(maxsize=64)
@@ -170,18 +192,8 @@ def redrive(schema: str, table: str) -> str:
       FOR UPDATE OF j SKIP LOCKED
     ),
     created AS (
-      INSERT INTO {schema}.job (
-        id, name, data, priority, retry_limit, retry_backoff, retry_delay, retry_delay_max,
-        expire_seconds, start_after, created_on, keep_until, deletion_seconds, policy,
-        singleton_key, group_id, group_tier, heartbeat_seconds, dead_letter, source_root_id,
-        trace_context
-      )
-      SELECT
-        c.new_id, q.name, m.data, m.priority, q.retry_limit, q.retry_backoff, q.retry_delay,
-        q.retry_delay_max, q.expire_seconds, {schema}.job_now(), {schema}.job_now(),
-        {schema}.job_now() + q.retention_seconds * interval '1s', q.deletion_seconds, q.policy,
-        m.singleton_key, m.group_id, m.group_tier, q.heartbeat_seconds, q.dead_letter,
-        COALESCE(m.source_root_id, m.source_id), m.trace_context
+      INSERT INTO {schema}.job ({_REDRIVEN_COLUMNS})
+      SELECT {_redriven_values(schema, "c.new_id", "m", "COALESCE(m.source_root_id, m.source_id)")}
       FROM candidates c
       JOIN {schema}.{table} m ON m.name = %(name)s AND m.id = c.id
       JOIN {schema}.queue q ON q.name = {_destination("m")}
@@ -201,7 +213,7 @@ def redrive(schema: str, table: str) -> str:
     ),
     refused AS (
       UPDATE {schema}.{table} j
-      SET {_CONFLICT_SET.format(schema=schema)}
+      SET {_CONFLICT_SET.format(schema=schema, output=_CONFLICT_OUTPUT)}
       FROM {schema}.queue q
       WHERE {queue_jobs("ARRAY(SELECT id FROM settled WHERE NOT moved)", alias="j.")}
         AND q.name = {_destination("j")}
@@ -218,6 +230,81 @@ def redrive(schema: str, table: str) -> str:
     FROM settled s
     LEFT JOIN refused f ON f.id = s.id
     ORDER BY s.created_on, s.id
+    """
+
+
+# The split redrive of the citus-distributed backend. redrive() is one statement whose parts
+# write two queues' tables, which on Citus are shards of distributed tables, maybe on two nodes:
+# Citus cannot run its modifying CTEs as one routed statement, nor call a STABLE function
+# (job_now(), jsonb_build_object()) on a column in an UPDATE. So it runs as pg-boss splits such
+# statements for distributed engines: the candidates taken and locked on the dead-letter queue's
+# shard, each destination's jobs inserted on its own, then the moved jobs deleted and the refused
+# ones failed in place, every statement in one transaction (db/split_redrive.py), so a job is moved,
+# failed in place or left as it was, never two of these.
+
+
+def redrive_candidates(schema: str, table: str) -> str:
+    """The split redrive's first statement: take and lock the jobs a redrive would, as redrive()
+    does (the filter and ``limit``; oldest first, SKIP LOCKED). Returns per job, oldest first: its
+    id, its destination, its policy and singleton_key (which tell the refused jobs of one
+    key_strict_fifo key apart), the output it is failed in place with if its destination refuses
+    it (computed here, in a read, where Citus allows the function), and the job as
+    redrive_insert() reads it, JSON text with a new id.
+    """
+    return f"""
+    SELECT j.id, q.name, j.policy, j.singleton_key, {_CONFLICT_OUTPUT}::text,
+      json_build_object(
+        'new_id', gen_random_uuid(), 'data', j.data, 'priority', j.priority,
+        'singleton_key', j.singleton_key, 'group_id', j.group_id, 'group_tier', j.group_tier,
+        'root', COALESCE(j.source_root_id, j.source_id), 'trace_context', j.trace_context
+      )::text
+    FROM {schema}.{table} j
+    JOIN {schema}.queue q ON q.name = {_destination("j")}
+    WHERE {_candidate_filter(schema, table)}
+    ORDER BY j.created_on, j.id
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+    """
+
+
+def redrive_insert(schema: str) -> str:
+    """The split redrive's second statement, once per destination: re-create jobs in queue
+    ``name`` as redrive() does. Parameters: name, jobs (a JSON array of redrive_candidates()'
+    jobs, oldest first, so that of two jobs one policy slot admits the older is written).
+    Returns the ids written; a job the destination's policy refused is not among them."""
+    return f"""
+    INSERT INTO {schema}.job ({_REDRIVEN_COLUMNS})
+    SELECT {_redriven_values(schema, "m.new_id", "m", "m.root")}
+    FROM ROWS FROM (json_to_recordset(%(jobs)s::json) AS (
+      new_id uuid, data jsonb, priority int, singleton_key text, group_id text, group_tier text,
+      root uuid, trace_context jsonb
+    )) WITH ORDINALITY AS m (
+      new_id, data, priority, singleton_key, group_id, group_tier, root, trace_context, ord
+    )
+    JOIN {schema}.queue q ON q.name = %(name)s
+    WHERE NOT (q.policy = 'key_strict_fifo' AND m.singleton_key IS NULL)
+    ORDER BY m.ord
+    ON CONFLICT DO NOTHING
+    RETURNING id
+    """
+
+
+def redrive_remove(schema: str, table: str) -> str:
+    """The split redrive's third statement: delete the moved jobs from dead-letter queue ``name``.
+    Parameters: name, ids."""
+    return f"DELETE FROM {schema}.{table} WHERE {queue_jobs()}"
+
+
+def redrive_refuse(schema: str, table: str) -> str:
+    """The split redrive's last statement: fail in place the jobs of dead-letter queue ``name``
+    whose destination refused them, as redrive() does. Parameters: name, ids, outputs (a JSON
+    object from each id to the output redrive_candidates() computed for it). Returns their ids."""
+    output = "%(outputs)s::jsonb -> j.id::text"
+    return f"""
+    UPDATE {schema}.{table} j
+    SET {_CONFLICT_SET.format(schema=schema, output=output)}
+    WHERE {queue_jobs(alias="j.")}
+    RETURNING j.id
     """
 
 

@@ -8,7 +8,11 @@ _COLUMNS = (
 
 
 def upsert_schedule(schema: str) -> str:
-    """Create or replace a schedule. Parameters: name, key, kind, cron, timezone, data json, options json."""
+    """Create or replace a schedule. Parameters: name, key, kind, cron, timezone, data json, options json.
+
+    A replaced schedule's updated_on is the one the insert would have written (EXCLUDED), the
+    statement's job_now(): Citus refuses a function call in DO UPDATE SET on a reference table,
+    and this spelling runs on both."""
     return f"""
     INSERT INTO {schema}.schedule (name, key, kind, cron, timezone, data, options, created_on, updated_on)
     VALUES (
@@ -17,7 +21,7 @@ def upsert_schedule(schema: str) -> str:
     )
     ON CONFLICT (name, key) DO UPDATE SET
       kind = EXCLUDED.kind, cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, data = EXCLUDED.data,
-      options = EXCLUDED.options, updated_on = {schema}.job_now()
+      options = EXCLUDED.options, updated_on = EXCLUDED.updated_on
     """
 
 

@@ -28,6 +28,16 @@ _REPORT = """SELECT (SELECT count(*) FROM results),
       (SELECT COALESCE(json_agg(json_build_array(source_id, name, id)), '[]'::json) FROM dead_lettered),
       (SELECT COALESCE(json_agg(json_build_array(id, state)), '[]'::json) FROM results)"""
 
+# ... and, for the monitor's sweeps (``tally``), the jobs failed for good, per queue: a JSON array
+# of [queue, count, how many of them have a dead letter, the first ids up to %(tally_ids)s]. The
+# aggregate reads only the rows the statement failed, so a sweep that fails nothing pays nothing.
+_TALLY = """(SELECT COALESCE(json_agg(json_build_array(name, failed, dead_lettered, ids)), '[]'::json)
+      FROM (
+        SELECT name, count(*) AS failed, count(dead_letter) AS dead_lettered,
+          (array_agg(id ORDER BY id))[1:%(tally_ids)s] AS ids
+        FROM results WHERE state = 'failed' GROUP BY name
+      ) tallied)"""
+
 
 def _count_retained(schema: str) -> str:
     """What a delete or a resume returns: how many jobs it changed, and how many of them the
@@ -138,7 +148,14 @@ def _dead_letter_values(schema: str) -> str:
 
 
 def fail_statement(
-    schema: str, table: str, where: str, *, terminal: bool = False, report: bool = False, split: bool = False
+    schema: str,
+    table: str,
+    where: str,
+    *,
+    terminal: bool = False,
+    report: bool = False,
+    split: bool = False,
+    tally: bool = False,
 ) -> str:
     """Fail the jobs ``where`` selects: retry those with attempts left, fail the rest for good and
     copy them to their dead letter. Parameters: output (json), and those of ``where``.
@@ -178,6 +195,10 @@ def fail_statement(
     the queue. It returns the count, each failed job as [id, state], and the rows of the jobs
     failed for good that have a dead letter (a JSON array of job rows), which the caller copies
     with dead_letter_copies(), one statement per dead-letter queue, in the same transaction.
+
+    ``tally`` (the monitor's sweeps) adds a last column: the jobs failed for good, per queue, as
+    [queue, count, dead-lettered count, first ids] (parameter tally_ids: how many ids at most),
+    which the monitor logs as the worker logs a job it fails for good.
     """
     retry_start = f"""CASE
         WHEN retry_count = retry_limit THEN start_after
@@ -239,12 +260,19 @@ def fail_statement(
       UNION ALL
       SELECT * FROM failed_jobs
     )"""
+    tallied = f",\n      {_TALLY}" if tally else ""
     if split:
         return f"""{body}
     SELECT (SELECT count(*) FROM results),
       (SELECT COALESCE(json_agg(json_build_array(id, state)), '[]'::json) FROM results),
-      (SELECT COALESCE(json_agg(r), '[]'::json) FROM results r WHERE r.state = 'failed' AND r.dead_letter IS NOT NULL)
+      (SELECT COALESCE(json_agg(r), '[]'::json) FROM results r WHERE r.state = 'failed' AND r.dead_letter IS NOT NULL){tallied}
     """
+    if report:
+        selected = _REPORT + tallied
+    elif tally:
+        selected = f"SELECT (SELECT count(*) FROM results){tallied}"
+    else:
+        selected = _COUNT
     return f"""{body},
     dead_lettered AS (
       INSERT INTO {schema}.job (
@@ -257,7 +285,7 @@ def fail_statement(
       WHERE r.state = 'failed'
       RETURNING source_id, name, id
     )
-    {_REPORT if report else _COUNT}
+    {selected}
     """
 
 

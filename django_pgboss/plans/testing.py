@@ -77,6 +77,31 @@ $$
 LANGUAGE sql STABLE"""
 
 
+#: The parameter a statement reads the test clock's time from on the citus-distributed backend
+#: (bound_clock()).
+CLOCK_PARAMETER = "pgboss_test_clock_now"
+
+
+def clock_reading(schema: str) -> str:
+    """The time ``<schema>.job_now()`` gives this session (the test clock's, once opted in).
+    Parameters: none. Returns one row: (now)."""
+    return f"SELECT {schema}.job_now()"
+
+
+def bound_clock(sql: str, schema: str) -> str:
+    """``sql`` with each call of ``<schema>.job_now()`` replaced by the bound time
+    ``%(pgboss_test_clock_now)s``, for the citus-distributed backend while a TestClock is attached.
+
+    There a statement about a queue runs on the worker node that holds its shard, where the test
+    clock's table is not and where this session's opt-in setting is not set either: job_now()
+    would fail there, or read the worker's real clock. So the time is read first on the
+    coordinator (clock_reading(), through the override itself) and the statement takes it as a
+    value, the one time every part of it sees, on whichever node it runs: exactly the time
+    job_now() gives this session, as on one PostgreSQL.
+    """
+    return sql.replace(f"{schema}.job_now()", f"%({CLOCK_PARAMETER})s::timestamptz")
+
+
 def opt_in() -> str:
     """Have this session read the test clock. Parameters: none."""
     return f"SET {CLOCK_SETTING} = 'on'"

@@ -45,6 +45,7 @@ from django.db.backends.signals import connection_created
 from django_pgboss import arguments, clocks
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.context import DatabaseContext
+from django_pgboss.db.cursors import bind_test_clock
 from django_pgboss.db.identifiers import quote_schema
 from django_pgboss.exceptions import InvalidOption
 from django_pgboss.plans import testing as plans
@@ -120,6 +121,7 @@ class TestClock:
         context.execute(plans.start_clock(schema), {"now": self._start})
         context.execute(plans.job_now_function(schema, test_clock=True))
         context.execute(plans.opt_in())
+        bind_test_clock(self._using, schema, attached=True)
         self._original_definition = definition
         self._now = self._start
         connection_created.connect(self._opt_in, dispatch_uid=self._uid())
@@ -132,6 +134,7 @@ class TestClock:
         if self._original_definition is None:
             return
         connection_created.disconnect(dispatch_uid=self._uid())
+        bind_test_clock(self._using, self._schema, attached=False)
         if self._timers is not None:
             clocks.uninstall(self._timers)
             self._timers.stop()

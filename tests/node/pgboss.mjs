@@ -7,6 +7,9 @@
 //       [{name, options}], and reports its schema drift check (detectSchemaDrift()).
 //   node pgboss.mjs send <connection string> <schema> <queue> <jobs JSON>
 //       sends each {data, options} of the list with boss.send(); prints the ids.
+//   node pgboss.mjs recreate <connection string> <schema> <queue> <options JSON> <jobs JSON>
+//       deletes the queue and creates it again with the options (boss.deleteQueue(),
+//       boss.createQueue()), then sends each {data, options} of the list; prints the ids.
 //   node pgboss.mjs update <connection string> <schema> <queue> <requests JSON>
 //   node pgboss.mjs upsert <connection string> <schema> <queue> <requests JSON>
 //       runs boss.update() / boss.upsert() for each {data, options} of the list (a request without
@@ -101,6 +104,13 @@ try {
       await boss.createQueue(name, options)
     }
     result.drift = await boss.detectSchemaDrift()
+  } else if (command === 'recreate') {
+    await boss.deleteQueue(args[0])
+    await boss.createQueue(args[0], JSON.parse(args[1]))
+    result.ids = []
+    for (const { data, options } of JSON.parse(args[2])) {
+      result.ids.push(await boss.send(args[0], data, options ?? {}))
+    }
   } else if (command === 'send') {
     result.ids = []
     for (const { data, options } of JSON.parse(args[1])) {
