@@ -13,8 +13,9 @@ The four workloads of issue 21, each on --jobs jobs (20,000):
             a no-op handler; pg-boss: one Node process, work() with localConcurrency 4, batchSize 1
   drain-50  the same with --batch-size 50 (pg-boss: batchSize 50, the handler gets the array)
 
-Five systems run each workload, alternating within every round, the order rotated from one round
-to the next (round r starts with system r), so that a drift of this shared machine hits all five:
+Six systems run each workload (the drains; five the enqueues), alternating within every round, the
+order rotated from one round to the next (round r starts with system r), so that a drift of this
+shared machine hits all of them:
 
   ceiling        plain psycopg 3, async, on a minimal table of its own, `ceiling.job (id bigserial
                  PRIMARY KEY, q text, state text, data jsonb, created_on timestamptz)` with one
@@ -25,6 +26,9 @@ to the next (round r starts with system r), so that a drift of this shared machi
                  every statement its own autocommit transaction.
   django_pgboss  Boss().insert() / Boss().send() in this process; the drains run the real command
                  in a child process, as a user runs it.
+  django_pgboss-async  the drains only: the same command with an ``async def`` no-op handler,
+                 run on the worker's event loop; the table's last lines give its per-round
+                 ratio to django_pgboss's.
   pg-boss        pg-boss 12.38.0 on the same cluster and the same schema (bench/node/peers.mjs):
                  its insert(), send() and work() with its fastest documented options (see below).
   pg-boss-12.35  the same script with pg-boss 12.35.0, the release a neighbour may still run on
@@ -131,7 +135,11 @@ WORKLOADS = {
     "drain-1": ("drain, ONE process, concurrency 4, batch size 1, no-op", 0.60),
     "drain-50": ("drain, ONE process, concurrency 4, batch size 50, no-op", 0.50),
 }
-SYSTEMS = ("ceiling", "django_pgboss", "pg-boss", "pg-boss-12.35", "pgqueuer")
+SYSTEMS = ("ceiling", "django_pgboss", "django_pgboss-async", "pg-boss", "pg-boss-12.35", "pgqueuer")
+#: Systems that run the drains only: django_pgboss-async is django_pgboss with an ``async def`` no-op
+#: handler (bench/peersapp/jobs.py's PEERS_ASYNC), in the same rounds as the sync one, so that their
+#: per-round ratio compares two drains of the same minute of this shared machine.
+DRAIN_ONLY = {"django_pgboss-async": {"PEERS_ASYNC": "1"}}
 #: Where each pg-boss release is installed (scripts/test.sh installs both): 12.38.0, the release of
 #: schema 46, and 12.35.0, the neighbour that may still run on it.
 PGBOSS_DIRS = {
@@ -356,6 +364,17 @@ def count_for_pgboss(admin: psycopg.Connection) -> None:
         raise SystemExit("the monitor pass did not count the bench queue; pg-boss would poll, not burst")
 
 
+def drain_variant(system: str) -> dict[str, str] | None:
+    """The environment a django_pgboss system's drain runs with: a --variant's, or a drain-only
+    system's (DRAIN_ONLY), or None for django_pgboss itself."""
+    return VARIANTS.get(system) or DRAIN_ONLY.get(system)
+
+
+def runs(system: str, workload: str) -> bool:
+    """Whether ``system`` runs ``workload``: a drain-only system runs no insert and no send."""
+    return system not in DRAIN_ONLY or workload.startswith("drain-")
+
+
 def pgboss_drain(jobs: int, batch_size: int, system: str) -> None:
     node("work", str(jobs), str(batch_size), str(CONCURRENCY), json.dumps(TABLE), system=system)
 
@@ -426,7 +445,7 @@ def startup_cpu(system: str, workload: str) -> float:
                     pgqueuer_peer.truncate(conn)  # what the enqueues left, which it would drain
                 pgqueuer_peer.drain(database_url(), PGQUEUER_DRIVERS[workload], 1)  # exits at once
             else:
-                boss_drain(1, VARIANTS.get(system))  # an empty queue: --burst exits at once
+                boss_drain(1, drain_variant(system))  # an empty queue: --burst exits at once
             samples.append(client_cpu() - before)
         STARTUP_CPU[key] = min(samples)
     return STARTUP_CPU[key]
@@ -501,7 +520,7 @@ def run(admin: psycopg.Connection, workload: str, system: str, jobs: int) -> Run
     if system in PGBOSS_DIRS:
         pgboss_drain(jobs, batch_size, system)
     else:
-        boss_drain(batch_size, VARIANTS.get(system))
+        boss_drain(batch_size, drain_variant(system))
     cpu = client_cpu() - client - startup, server_cpu(admin) - server
     return Run(drain_window(admin, jobs, system), *cpu)
 
@@ -571,6 +590,8 @@ def main() -> None:
         for workload in workloads:
             this_round: dict[str, float] = {}
             for system in order:
+                if not runs(system, workload):
+                    continue
                 jobs = args.per_commit_jobs or args.jobs if workload in ("send", "drain-1") else args.jobs
                 outcome = run(admin, workload, system, jobs)
                 elapsed = outcome.seconds
@@ -585,7 +606,7 @@ def main() -> None:
                     file=sys.stderr,
                     flush=True,
                 )
-            for system in systems:
+            for system in this_round:
                 ratios.setdefault((workload, system), []).append(this_round["ceiling"] / this_round[system])
         loads.append(load_average())
     admin.execute("TRUNCATE ceiling.job")
@@ -620,10 +641,16 @@ def main() -> None:
     for workload in workloads:
         label, goal = WORKLOADS[workload]
         jobs = args.per_commit_jobs or args.jobs if workload in ("send", "drain-1") else args.jobs
-        rates = [f"{jobs / statistics.median(seconds[(workload, s)]):,.0f}" for s in systems]
+        rates = [
+            f"{jobs / statistics.median(seconds[(workload, s)]):,.0f}" if runs(s, workload) else "-"
+            for s in systems
+        ]
         shares = []
         for system in systems:
             if system == "ceiling":
+                continue
+            if not runs(system, workload):
+                shares.append("-")
                 continue
             per_round = ratios[(workload, system)]
             shares.append(
@@ -642,10 +669,28 @@ def main() -> None:
     for workload in workloads:
         cells = []
         for system in systems:
+            if not runs(system, workload):
+                cells.append("-")
+                continue
             client = statistics.median(c for c, _ in cpu[(workload, system)])
             server = statistics.median(s for _, s in cpu[(workload, system)])
             cells.append(f"{client:,.0f} + {server:,.0f} = {client + server:,.0f}")
         print(f"| {WORKLOADS[workload][0]} | " + " | ".join(cells) + " |")
+    for system in DRAIN_ONLY:
+        if system not in systems or "django_pgboss" not in systems:
+            continue
+        for workload in workloads:
+            if not runs(system, workload) or workload not in ("drain-1", "drain-50"):
+                continue
+            # Both ratios are to the same round's ceiling, so theirs is the two drains' own ratio.
+            per_round = [
+                a / b
+                for a, b in zip(ratios[(workload, system)], ratios[(workload, "django_pgboss")], strict=True)
+            ]
+            print(
+                f"{system} / django_pgboss, {workload}: **{statistics.median(per_round):.0%}** "
+                f"({', '.join(f'{r:.0%}' for r in per_round)})"
+            )
     print()
     print(
         "Client start-up CPU taken off each run of a child process: "

@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 
 from django_pgboss import boss
@@ -80,6 +81,34 @@ def test_each_async_job_runs_its_orm_queries_on_one_connection_of_its_own():
     assert all(o["same"] for o in outputs)
     # Four slots at once, each on a connection of its own.
     assert len({o["pid"] for o in outputs}) >= 2
+
+
+def test_a_slots_jobs_run_their_orm_queries_one_after_another_on_the_slots_one_thread():
+    boss.create_queue("a")
+    boss.insert("a", [{"data": {"n": n}} for n in range(5)])
+
+    async def handler(job):
+        from asgiref.sync import sync_to_async
+        from django.db import connection
+
+        def where():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                return cursor.fetchone()[0], threading.current_thread().name
+
+        pid, thread = await sync_to_async(where)()
+        return {"pid": pid, "thread": thread}
+
+    Worker([Registration("a", handler, concurrency=1)], burst=True).run()
+    outputs = [json.loads(output) for (output,) in rows("SELECT output FROM {s}.job")]
+    assert len(outputs) == 5
+    # One slot: its jobs run on its one thread, one job at a time, never on the event loop's. Each
+    # job's connection is closed after it when obsolete, as Django closes a request's: under
+    # CONN_MAX_AGE = 0 (the suite's default) every time, so each job has a connection of its own;
+    # a persistent one is the slot's for all of its jobs.
+    assert len({o["thread"] for o in outputs}) == 1 and outputs[0]["thread"] != "pgboss-asyncio"
+    persistent = settings.DATABASES["default"].get("CONN_MAX_AGE", 0) != 0
+    assert len({o["pid"] for o in outputs}) == (1 if persistent else 5)
 
 
 def test_an_async_handler_that_raises_fails_the_job_with_its_error():

@@ -170,10 +170,11 @@ class _Host:
         self.queues.finish(self.state, Unit(name, jobs), outcome)
 
     def deadline(self, jobs: list[Job]) -> float | None:
-        clock = self.board.clock
-        with self.board.lock:
-            moments = [self.state.deadlines[job.id] for job in jobs if job.id in self.state.deadlines]
-            now = clock.monotonic()
+        # Read without the board's lock: the fetcher wrote each deadline before it queued the unit,
+        # and a dict's get() is atomic; a job released meanwhile (its claim lost) has none.
+        deadlines = self.state.deadlines
+        moments = [moment for job in jobs if (moment := deadlines.get(job.id)) is not None]
+        now = self.board.clock.monotonic()
         if not moments:
             return None
         # The loop's clock is time.monotonic(); the deadline is on the worker's clock.
@@ -228,7 +229,10 @@ class _Host:
             self.queues.instruments.handler_finished(name, seconds)
 
     def span(self, name: str, jobs: list[Job]) -> AbstractContextManager[Any]:
-        return tracing.process_span(name, jobs)
+        # Whether spans are recorded as the fetch of these jobs read it, as a handler thread's span
+        # does: tracing.active() asks OpenTelemetry's provider, which reads the environment, at
+        # several microseconds a call (bench/README.md, the async drain).
+        return tracing.process_span(name, jobs, traced=self.state.traced)
 
     def abandoned_ended(self, name: str, jobs: list[Job]) -> None:
         with self.board.lock:

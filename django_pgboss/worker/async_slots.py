@@ -37,9 +37,10 @@ The async ORM inside a handler: Django runs a coroutine's ORM calls through
 ``sync_to_async(thread_sensitive=True)``. Every job runs in a ``ThreadSensitiveContext``, as
 Django's ASGI handler runs each request in one, so one job's queries run on one thread and
 connection, never interleaved with another job's. Where asgiref lets a context be given its
-executor (3.13 and later), each slot keeps one thread for all its jobs, so its connection is
-reused as a handler thread's is (closed when obsolete, after each job, as Django does after a
-request); with an older asgiref, each job gets a thread that ends with it, its connection closed.
+executor (3.13 and later), each slot keeps one thread, in one context, for all its jobs, which
+run one after another: its connection is reused as a handler thread's is (closed when obsolete,
+after each job, as Django does after a request); with an older asgiref, each job gets a context
+and a thread that end with it, its connection closed.
 
 A stop gives running coroutines the grace period; those still running at its end are cancelled
 (their jobs have gone back to the queue by then, as a threaded handler's do), and so are all of
@@ -68,7 +69,7 @@ from django_pgboss.cancellation import DEADLINE
 from django_pgboss.records import Job
 from django_pgboss.worker import job_logs
 from django_pgboss.worker.messages import Errored, Outcome, Returned, Unit
-from django_pgboss.worker.state import RUNNING_HANDLER, job_ids
+from django_pgboss.worker.state import RUNNING_HANDLER
 
 #: How long a coroutine cancelled at its deadline may go on before its slot leaves it running.
 ABANDON_GRACE_SECONDS = 1.0
@@ -313,14 +314,33 @@ class AsyncQueue:
                 self._wanted.acquire()
                 if self._closing:
                     return
-                unit = work.get()
-                if unit is not None:
-                    # job_started here, where the unit crosses to the loop anyway: a plain
-                    # thread, so a receiver may query as on a handler thread.
-                    self.host.announce(unit.queue, unit.jobs)
-                self.loop.call(self._deliver, unit)
+                units = [work.get()]
+                # The other slots waiting get what the fetch queued with it, in the same hand-over:
+                # the loop is woken once for them all, where a wake a unit (a thread switch each)
+                # cost most of an async job's CPU at batch size 1, whose fetches claim a unit for
+                # each free slot at once.
+                while self._wanted.acquire(blocking=False):
+                    if self._closing:
+                        # Perhaps join()'s own permit: given back for the acquire above to see.
+                        self._wanted.release()
+                        break
+                    try:
+                        units.append(work.get_nowait())
+                    except queue_module.Empty:
+                        self._wanted.release()
+                        break
+                for unit in units:
+                    if unit is not None:
+                        # job_started here, where the unit crosses to the loop anyway: a plain
+                        # thread, so a receiver may query as on a handler thread.
+                        self.host.announce(unit.queue, unit.jobs)
+                self.loop.call(self._deliver_all, units)
         finally:
             connections.close_all()
+
+    def _deliver_all(self, units: list[Unit | None]) -> None:
+        for unit in units:
+            self._deliver(unit)
 
     def _deliver(self, unit: Unit | None) -> None:
         while self._waiters:
@@ -349,25 +369,45 @@ class AsyncQueue:
 
     async def _slot(self, name: str) -> None:
         loop = asyncio.get_running_loop()
-        executor = self._executor(name)
-        try:
-            while True:
-                unit, announced = await self._next_unit(loop)
-                if unit is None:
-                    return
-                if not announced and self.host.announces():
-                    await loop.run_in_executor(self._announcer, self.host.announce, unit.queue, unit.jobs)
-                abandoned = await self._one_unit(loop, unit, executor)
-                if abandoned and executor is not None:
-                    # The abandoned coroutine keeps the old thread (and its connection): the
-                    # slot's next jobs must not share either with it.
-                    executor.shutdown(wait=False)
-                    executor = self._executor(name)
-        finally:
-            if executor is not None:
-                # The slot's thread keeps its Django connection between jobs; it closes it now.
-                executor.submit(connections.close_all)
+        while True:
+            executor = self._executor(name)
+            if executor is None:
+                # An older asgiref: each job enters a context of its own in _run(), with a thread
+                # that ends with it.
+                await self._take_units(loop, None)
+                return
+            abandoned = False
+            try:
+                # One context for every job the slot runs on this executor, entered here and
+                # inherited by each job's task (a task starts with a copy of its creator's
+                # context): the jobs run one after another on the slot's one thread, as they did
+                # with a context entered for each job, which cost a fifth of the loop's time a
+                # job (bench/README.md, the async drain).
+                async with ThreadSensitiveContext(executor=executor):
+                    abandoned = await self._take_units(loop, executor)
+            finally:
+                if not abandoned:
+                    # The slot's thread keeps its Django connection between jobs; it closes it now.
+                    executor.submit(connections.close_all)
                 executor.shutdown(wait=False)
+            if not abandoned:
+                return
+            # The abandoned coroutine keeps the old thread (and its connection): the slot's next
+            # jobs share neither with it. Its own thread-sensitive calls now raise RuntimeError,
+            # their context having ended.
+
+    async def _take_units(self, loop: asyncio.AbstractEventLoop, executor: _SlotExecutor | None) -> bool:
+        """Run the slot's units one after another; True when one was abandoned and ``executor``
+        (not None) must be replaced, False when the slot ends."""
+        while True:
+            unit, announced = await self._next_unit(loop)
+            if unit is None:
+                return False
+            if not announced and self.host.announces():
+                await loop.run_in_executor(self._announcer, self.host.announce, unit.queue, unit.jobs)
+            abandoned = await self._one_unit(loop, unit, executor)
+            if abandoned and executor is not None:
+                return True
 
     @staticmethod
     def _executor(name: str) -> _SlotExecutor | None:
@@ -379,7 +419,10 @@ class AsyncQueue:
     async def _one_unit(self, loop: asyncio.AbstractEventLoop, unit: Unit, executor: Any) -> bool:
         """Run one unit to its end; True when it was abandoned (still running, left behind)."""
         name, jobs = unit.queue, unit.jobs
-        task = loop.create_task(self._run(unit, executor), name=f"pgboss-job {name} {job_ids(jobs)}")
+        # Named for the watchdog's warning by its first job's id (a batch's with " ..."): a join of
+        # up to five ids, as log lines spell them, took a tenth of the loop's time a job.
+        more = " ..." if len(jobs) > 1 else ""
+        task = loop.create_task(self._run(unit, executor), name=f"pgboss-job {name} {jobs[0].id}{more}")
         self._running[task] = unit
         # A job's signal, set by whoever sets it (the deadline below, the heartbeat's lost claim,
         # the stop), cancels the coroutine.
@@ -442,25 +485,26 @@ class AsyncQueue:
         outcome: Outcome | None = None
         task = asyncio.current_task()
         try:
-            context = (
-                ThreadSensitiveContext(executor=executor)
-                if executor is not None
-                else ThreadSensitiveContext()
-            )
-            calls_before = executor.calls if executor is not None else 0
-            async with context:
+            if executor is not None:
+                # In the slot's context (see _slot()). Django's request_finished habit: the
+                # slot's thread drops an obsolete connection after a job. Only a job that ran
+                # anything on that thread can have touched one: the others skip the hop (a
+                # thread switch a job, most of an async job's overhead).
+                calls_before = executor.calls
                 try:
                     value = await self._call(name, jobs)
                 finally:
-                    # Django's request_finished habit: the job's thread drops an obsolete
-                    # connection (or, with a thread per job, every connection it opened). Only a
-                    # job that ran anything on that thread can have touched one: the others skip
-                    # the hop (a thread switch per job, most of an async job's overhead).
-                    if executor is not None:
-                        if executor.calls != calls_before:
-                            await asyncio.shield(sync_to_async(_quietly(close_old_connections))())
-                    elif _used_a_thread(context):
-                        await asyncio.shield(sync_to_async(_quietly(connections.close_all))())
+                    if executor.calls != calls_before:
+                        await asyncio.shield(sync_to_async(_quietly(close_old_connections))())
+            else:
+                context = ThreadSensitiveContext()
+                async with context:
+                    try:
+                        value = await self._call(name, jobs)
+                    finally:
+                        # With a thread a job, every connection it opened is closed with it.
+                        if _used_a_thread(context):
+                            await asyncio.shield(sync_to_async(_quietly(connections.close_all))())
             outcome = Returned(value)
         except asyncio.CancelledError as exc:
             # Cancelled through a job's signal or by a stop (a cancel() request is pending on
