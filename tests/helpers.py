@@ -10,6 +10,7 @@ from django.db import connection
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_identifier
 from django_pgboss.operations import render_sql
+from django_pgboss.plans.fragments import plus_seconds
 
 
 def schema_sql() -> str:
@@ -21,6 +22,16 @@ def rows(sql: str, params: Any = None) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql.replace("{s}", schema_sql()), params)
         return cursor.fetchall() if cursor.description is not None else []
+
+
+def move_back(job_id: str, column: str, seconds: float) -> None:
+    """Move one job's moment ``column`` (started_on, heartbeat_on, ...) ``seconds`` into the past:
+    a claim that lapsed, a heartbeat that stopped. Spelled with fragments.plus_seconds(), as the
+    statements spell time arithmetic in an UPDATE that Citus runs on the distributed job table."""
+    rows(
+        f"UPDATE {{s}}.job SET {column} = {plus_seconds(column, '%s::float8')} WHERE id = %s",
+        [-seconds, job_id],
+    )
 
 
 def install_schema(schema: str) -> None:

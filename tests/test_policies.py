@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 
 from django_pgboss import boss
+from django_pgboss.plans.fragments import routable
 from django_pgboss.plans.jobs import fetch_jobs
 from tests.helpers import job_row, rows
 
@@ -210,12 +211,33 @@ def test_a_keyed_claim_finds_active_keys_through_the_policy_index(partition, pol
     boss.send(q, singleton_key="a")
     table = boss.context.route(q).table
     sql = fetch_jobs(boss.context.quoted_schema, table, policy=policy)
+    if boss.context.distributed:
+        # As the statement cursor sends it on Citus: the name compared as Citus routes it.
+        sql = routable(sql)
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {boss.context.quoted_schema}.{table}")
+        if boss.context.distributed:
+            # The settings below must reach the worker node that plans the claim.
+            cursor.execute("SET LOCAL citus.propagate_set_commands = 'local'")
         cursor.execute("SET LOCAL enable_seqscan = off")
         # Read through a plain index scan, which names its index on the probe's own line.
         cursor.execute("SET LOCAL enable_bitmapscan = off")
         cursor.execute("EXPLAIN " + sql, {"name": q, "batch_size": 10})
         plan = "\n".join(row[0] for row in cursor.fetchall())
     probes = [line for line in plan.splitlines() if re.search(r" on \S+ a\s+\(", line)]
-    assert probes and all(f"_{index} on " in line for line in probes), plan
+    used = [re.search(r" using (\S+) on ", line).group(1) for line in probes]  # type: ignore[union-attr]
+    assert used and all(name == policy_index(table, index, name) for name in used), plan
+
+
+def policy_index(table: str, index: str, used: str) -> str:
+    """The name under which the plan shows ``table``'s index ``index``: on Citus the plan is a
+    shard's, whose copy of the index Citus names after the shard (ending in the shard id of
+    ``used``, the name the plan shows, with a hash in place of a name too long for it)."""
+    name = f"{table}_{index}"
+    if not boss.context.distributed:
+        return name
+    shard_id = int(used.rsplit("_", 1)[1])
+    (shard_index,) = rows(
+        "SELECT shard_name(%s::regclass, %s)", [f"{boss.context.quoted_schema}.{name}", shard_id]
+    )[0]
+    return shard_index.rsplit(".", 1)[1]

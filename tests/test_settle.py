@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from django_pgboss import InvalidJobReference, Job, QueueNotFound, boss
-from tests.helpers import job_row, rows
+from tests.helpers import job_row, move_back, rows
 
 pytestmark = [pytest.mark.django_db, pytest.mark.queue("work")]
 
@@ -143,7 +143,7 @@ def test_delete_job_in_any_state(queue):
 
 def test_touch_refreshes_the_heartbeat_of_active_jobs_only(queue):
     (job,) = claimed(queue)
-    rows("UPDATE {s}.job SET heartbeat_on = heartbeat_on - interval '1 hour' WHERE id = %s", [job.id])
+    move_back(job.id, "heartbeat_on", 3600)
     assert boss.touch(queue, job) == 1
     (heartbeat,) = job_row(job.id, "heartbeat_on")
     assert rows("SELECT %s::timestamptz = now()", [heartbeat]) == [(True,)]

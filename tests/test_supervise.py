@@ -6,6 +6,7 @@ import pytest
 
 from django_pgboss import boss
 from django_pgboss.api.jobs import JobStore
+from django_pgboss.plans.fragments import plus_seconds
 from tests.helpers import job_row, rows
 
 pytestmark = pytest.mark.django_db
@@ -107,6 +108,13 @@ def test_complete_each_settles_a_batch_with_outputs_and_fences_each_job():
     assert JobStore(boss.context).complete_each("q", [(third_again, None)]) == [third.id]
 
 
+#: The deadlines the sweeps' statements compare, unqualified (the count qualifies them: "j.").
+SWEEP_DEADLINES = (
+    plus_seconds("started_on", "expire_seconds"),
+    plus_seconds("heartbeat_on", "heartbeat_seconds"),
+)
+
+
 def sweeps_run(*args) -> list[str]:
     """The expiry and heartbeat sweeps one pass ran (their SQL), seen through an execute wrapper."""
     from django.db import connection
@@ -114,7 +122,7 @@ def sweeps_run(*args) -> list[str]:
     seen: list[str] = []
 
     def watch(execute, sql, params, many, context):
-        if "started_on + expire_seconds" in sql or "heartbeat_on + heartbeat_seconds" in sql:
+        if any(deadline in sql for deadline in SWEEP_DEADLINES):
             seen.append(sql)
         return execute(sql, params, many, context)
 
@@ -134,7 +142,7 @@ def test_the_sweeps_skip_queues_the_count_found_no_active_job_in():
     (job,) = boss.fetch("busy")
     age(job.id, "started_on", 61)
     (swept,) = sweeps_run()
-    assert "started_on + expire_seconds" in swept and "busy" not in swept  # the queue is bound
+    assert SWEEP_DEADLINES[0] in swept and "busy" not in swept  # the queue is bound
     assert job_row(job.id, "state") == ("retry",)
 
 
@@ -153,14 +161,14 @@ def test_each_sweep_runs_only_for_queues_the_count_found_a_job_due_in():
     # Past its heartbeat only: the heartbeat sweep runs, the expiry sweep does not.
     age(job.id, "heartbeat_on", 11)
     (swept,) = sweeps_run()
-    assert "heartbeat_on + heartbeat_seconds" in swept
+    assert SWEEP_DEADLINES[1] in swept
     assert job_row(job.id, "state", "output") == ("retry", {"value": {"message": "job heartbeat timeout"}})
 
     # Past its expiry (its heartbeat fresh): the expiry sweep only, and it fails the job.
     (job,) = boss.fetch("q")
     age(job.id, "started_on", 61)
     (swept,) = sweeps_run()
-    assert "started_on + expire_seconds" in swept
+    assert SWEEP_DEADLINES[0] in swept
     assert job_row(job.id, "state", "output") == ("retry", {"value": {"message": "job timed out"}})
     # The other queue's job, active and not due, was never touched.
     assert job_row(other.id, "state", "output") == ("active", None)

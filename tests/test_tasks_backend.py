@@ -50,7 +50,7 @@ from django_pgboss.tasks.compat import (
 from django_pgboss.tasks.registrations import task_registrations
 from django_pgboss.worker import Worker
 from tests.conftest import database_url
-from tests.helpers import count_jobs, install_schema, job_row, rows, schema_sql, uninstall_schema
+from tests.helpers import count_jobs, install_schema, job_row, move_back, rows, schema_sql, uninstall_schema
 from tests.processes import run_worker, wait_for
 from tests.taskapp import tasks
 
@@ -435,7 +435,9 @@ def test_a_worker_stopping_leaves_task_finished_to_another_worker_of_the_backend
     holder = psycopg.connect(database_url())
     try:
         wait_for(lambda: result_of(slow).status == TaskResultStatus.RUNNING)
-        holder.execute("SELECT 1 FROM " + schema_sql() + ".job WHERE id = %s FOR UPDATE", [slow.id])
+        holder.execute(
+            "SELECT 1 FROM " + schema_sql() + ".job WHERE name = 'default' AND id = %s FOR UPDATE", [slow.id]
+        )
         tasks.RELEASE.set()
         wait_for(lambda: rows("SELECT count(*) FROM pg_locks WHERE NOT granted")[0][0] > 0)
         other.run()  # drains tasks-other and stops while the slow task's end is unstored
@@ -455,7 +457,7 @@ def test_a_worker_stopping_leaves_task_finished_to_another_worker_of_the_backend
 def test_an_attempt_the_monitor_expired_is_an_error_of_the_result():
     result = tasks.add.enqueue(2, 2)
     (job,) = boss.fetch("default")  # a worker claimed it, then died
-    rows("UPDATE {s}.job SET started_on = started_on - interval '1 hour' WHERE id = %s", [job.id])
+    move_back(job.id, "started_on", 3600)
     assert boss.supervise().expired == 1
     expired = result_of(result)
     assert expired.status == TaskResultStatus.READY
@@ -486,7 +488,7 @@ def test_an_attempt_the_monitor_expired_keeps_the_history_of_the_attempts_before
         assert running.status == TaskResultStatus.RUNNING
         assert [e.exception_class_path for e in running.errors] == ["builtins.RuntimeError"]
         # The second attempt hangs; the monitor expires it, which replaces the job's output.
-        rows("UPDATE {s}.job SET started_on = started_on - interval '1 hour' WHERE id = %s", [result.id])
+        move_back(result.id, "started_on", 3600)
         assert boss.supervise().expired == 1
         expired = result_of(result)
         assert expired.status == TaskResultStatus.READY

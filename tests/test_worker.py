@@ -16,7 +16,7 @@ from django.db import connection
 from django_pgboss import boss
 from django_pgboss.worker import Worker
 from django_pgboss.worker.registry import Registration, registrations
-from tests.helpers import job_row, rows
+from tests.helpers import job_row, move_back, rows
 from tests.processes import REPO, in_process, run_monitor, run_worker, start_monitor, start_worker, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -481,7 +481,7 @@ def test_a_handler_that_overruns_its_expiry_does_not_settle_the_newer_attempt():
     try:
         assert entered.wait(10)
         worker.stop()  # no more fetching; the stale handler is still running
-        rows("UPDATE {s}.job SET started_on = started_on - interval '1 hour' WHERE id = %s", [job_id])
+        move_back(job_id, "started_on", 3600)
         assert boss.supervise().expired == 1
         (newer,) = boss.fetch("slow")
         assert newer.retry_count == 1
@@ -512,7 +512,7 @@ def test_monitor_once_fails_expired_jobs_for_retry():
     boss.create_queue("slow", expire_in_seconds=1, retry_limit=1)
     boss.send("slow", {})
     (job,) = boss.fetch("slow")
-    rows("UPDATE {s}.job SET started_on = started_on - interval '1 minute' WHERE id = %s", [job.id])
+    move_back(job.id, "started_on", 60)
     result = run_monitor("--once")
     assert result.returncode == 0, result.stderr
     assert "1 expired and 0 stalled" in result.stdout
@@ -526,7 +526,7 @@ def test_monitor_runs_until_sigterm():
     # leave the job to the next claim, a minute later.
     boss.send("slow", {})
     (job,) = boss.fetch("slow")
-    rows("UPDATE {s}.job SET started_on = started_on - interval '1 minute' WHERE id = %s", [job.id])
+    move_back(job.id, "started_on", 60)
     monitor = start_monitor("--interval", "1")
     try:
         wait_for(lambda: job_row(job.id, "state") == ("retry",), timeout=20, interval=0.2)
@@ -571,7 +571,7 @@ def test_the_monitor_survives_a_database_restart():
         )
         boss.send("slow", {})
         (job,) = boss.fetch("slow")
-        rows("UPDATE {s}.job SET started_on = started_on - interval '1 minute' WHERE id = %s", [job.id])
+        move_back(job.id, "started_on", 60)
         wait_for(lambda: job_row(job.id, "state") == ("retry",), timeout=60, interval=0.5)
     finally:
         monitor.send_signal(signal.SIGTERM)

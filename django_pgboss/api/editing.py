@@ -153,7 +153,7 @@ class JobEditor:
             by=by,
             match=match,
             columns=tuple(columns),
-            start_after="start_after" in values,
+            start_after=edit_plans.start_after_kind(values["start_after"]) if "start_after" in values else "",
             retention="retention_seconds" in values,
             notify=route.notify,
         )

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import re
 
-from django_pgboss.plans.fragments import counted_retained, lock_id, queue_jobs
+from django_pgboss.plans.fragments import counted_retained, lock_id, plus_seconds, queue_jobs
 from django_pgboss.plans.jobs import notify_channel
 
 #: The columns update_jobs() can set, by the option that sets them, with the cast its parameter
@@ -26,14 +27,29 @@ EDITABLE_COLUMNS = {
 }
 
 
-def start_after_expression(schema: str, value: str) -> str:
-    """The moment a start_after text means, as insert_jobs() reads it: a date-time (it starts with
-    a calendar date, or ends in Z) is cast to timestamptz; anything else is an interval from
-    job_now(), so "1 hour" or "2 days 3 hours" is read on the database's clock."""
-    return (
-        f"CASE WHEN right({value}, 1) = 'Z' OR {value} ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}' "
-        f"THEN {value}::timestamptz ELSE {schema}.job_now() + {value}::interval END"
-    )
+#: How start_after text names a moment rather than an interval: it ends in Z, or starts with a
+#: calendar date (the test insert_jobs() makes in SQL, fragments.start_after()).
+_MOMENT_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def start_after_kind(text: str) -> str:
+    """Which start_after_expression() reads the start_after text ``text`` (as arguments.start_after
+    returns it): "moment" for a date-time, "interval" for an interval from job_now().
+
+    The choice is made here rather than in a CASE of the statement, since Citus evaluates each
+    function of an UPDATE before it runs it, both branches of a CASE included, so that a CASE
+    could not cast an interval's text to a timestamptz without failing."""
+    return "moment" if text.endswith("Z") or _MOMENT_TEXT.match(text) else "interval"
+
+
+def start_after_expression(schema: str, value: str, kind: str) -> str:
+    """The moment the start_after text ``value`` (an expression) means, as insert_jobs() reads it:
+    with ``kind`` "moment" (see start_after_kind()) the text is cast to timestamptz; with
+    "interval" it is an interval from job_now(), so "1 hour" or "2 days 3 hours" is read on the
+    database's clock."""
+    if kind == "moment":
+        return f"{value}::timestamptz"
+    return f"{schema}.job_now() + {value}::interval"
 
 
 @functools.lru_cache(maxsize=256)
@@ -44,27 +60,31 @@ def update_jobs(
     by: str,
     match: str,
     columns: tuple[str, ...],
-    start_after: bool = False,
+    start_after: str = "",
     retention: bool = False,
     notify: bool = False,
 ) -> str:
     """Edit jobs that have not started yet; returns the ids edited, oldest first.
 
     Named parameters: name; id (``by="id"``) or singleton_key (``by="singleton_key"``); one per
-    option in ``columns`` (keys of EDITABLE_COLUMNS) under the option's name; start_after (text,
-    see start_after_expression) and retention_seconds when those flags are set; with ``notify``,
-    schema_key for the channel.
+    option in ``columns`` (keys of EDITABLE_COLUMNS) under the option's name; start_after (text)
+    when ``start_after`` names its kind (start_after_kind()), retention_seconds with
+    ``retention``; with ``notify``, schema_key for the channel.
 
     Only the columns named change, so an edit never resets what it was not asked about. The
     throttle slot (singleton_on), the key and the state are never touched, which is also why no
     policy index can refuse an edit. start_after and keep_until move together as pg-boss moves
     them: a new retention counts from the (new or kept) start_after; a new start_after alone
-    keeps the job's retention span (keep_until - start_after).
+    keeps the job's retention span (keep_until - start_after), in seconds. Both sums are
+    fragments.plus_seconds(), which Citus runs in an UPDATE that reads the row's columns.
 
     ``match`` picks among several waiting jobs of a key: "newest" or "oldest" by created_on (id
     breaks a tie, so the pick is stable), or "all". The pick is made without a row lock; the
     UPDATE checks ``state < 'active'`` again on the row it locks, so a job a worker claimed in
     between is left alone rather than edited while it runs.
+
+    The notifying CTE returns a boolean rather than pg_notify()'s void, as jobs._returning()'s
+    does: Citus keeps a CTE's rows as an intermediate result, which cannot hold a pseudo-type.
     """
     target = "j.id = %(id)s" if by == "id" else "j.singleton_key = %(singleton_key)s"
     order = "DESC" if match == "newest" else "ASC"
@@ -73,13 +93,18 @@ def update_jobs(
     for option in columns:
         column, cast = EDITABLE_COLUMNS[option]
         assignments.append(f"{column} = %({option})s::{cast}")
-    new_start = start_after_expression(schema, "%(start_after)s::text") if start_after else "job.start_after"
+    new_start = (
+        start_after_expression(schema, "%(start_after)s::text", start_after)
+        if start_after
+        else "job.start_after"
+    )
     if start_after:
         assignments.append(f"start_after = {new_start}")
     if retention:
-        assignments.append(f"keep_until = ({new_start}) + %(retention_seconds)s::int * interval '1s'")
+        assignments.append(f"keep_until = {plus_seconds(new_start, '%(retention_seconds)s::int')}")
     elif start_after:
-        assignments.append(f"keep_until = ({new_start}) + (job.keep_until - job.start_after)")
+        span = "extract(epoch FROM job.keep_until - job.start_after)"
+        assignments.append(f"keep_until = {plus_seconds(new_start, span)}")
     # An edit that names nothing to change still locks and returns the jobs it matched, as pg-boss's
     # does; assigning a column its own value is how an UPDATE says so.
     sets = ",\n        ".join(assignments or ["priority = job.priority"])
@@ -99,7 +124,7 @@ def update_jobs(
     if notify:
         update += f""",
     notified AS (
-      SELECT pg_notify({notify_channel()}, %(name)s)
+      SELECT pg_notify({notify_channel()}, %(name)s) IS NULL AS sent
       FROM edited WHERE start_after <= {schema}.job_now() LIMIT 1
     )
     SELECT id FROM edited WHERE (SELECT count(*) FROM notified) >= 0 ORDER BY created_on, id"""

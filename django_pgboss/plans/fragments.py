@@ -121,6 +121,19 @@ def start_after(schema: str, text: str) -> str:
         END"""
 
 
+def plus_seconds(moment: str, seconds: str) -> str:
+    """The moment ``seconds`` (a number expression) after ``moment`` (a timestamptz expression),
+    spelled so that Citus runs it in an UPDATE whose new value reads the row's own columns.
+
+    timestamptz + interval is STABLE (an interval of days or months is added on the session's
+    calendar), and Citus refuses an UPDATE of a distributed table whose SET calls a STABLE
+    function with a column reference. An interval of seconds means the same on every calendar,
+    so the sum is taken on the UTC wall clock, where timestamp + interval is IMMUTABLE, and read
+    back as a timestamptz: the same moment PostgreSQL's own sum gives, in every time zone.
+    """
+    return f"((({moment}) AT TIME ZONE 'UTC') + ({seconds}) * interval '1s') AT TIME ZONE 'UTC'"
+
+
 def singleton_slot(schema: str, seconds: str, offset: str) -> str:
     """The throttle slot (singleton_on) for a slot length of ``seconds`` (an expression, float8):
     job_now() floored to a multiple of it, shifted by ``offset`` seconds for a debounced job's next
@@ -134,10 +147,11 @@ def singleton_slot(schema: str, seconds: str, offset: str) -> str:
 def expired(schema: str, alias: str = "") -> str:
     """An active job past its expiry (expire_seconds since it started): what the expiry sweep fails
     and what the monitor's count counts, so the count can say which queues the sweep would find a
-    job in. ``alias`` qualifies the columns ("j." in a join)."""
+    job in. ``alias`` qualifies the columns ("j." in a join). The deadline is plus_seconds(), which
+    Citus runs in the sweep's DELETE."""
     return (
         f"{alias}state = 'active'"
-        f" AND ({alias}started_on + {alias}expire_seconds * interval '1s') < {schema}.job_now()"
+        f" AND {plus_seconds(f'{alias}started_on', f'{alias}expire_seconds')} < {schema}.job_now()"
     )
 
 
@@ -146,7 +160,7 @@ def stalled(schema: str, alias: str = "") -> str:
     heartbeat sweep fails and what the monitor's count counts (see expired())."""
     return (
         f"{alias}state = 'active' AND {alias}heartbeat_seconds IS NOT NULL"
-        f" AND ({alias}heartbeat_on + {alias}heartbeat_seconds * interval '1s') < {schema}.job_now()"
+        f" AND {plus_seconds(f'{alias}heartbeat_on', f'{alias}heartbeat_seconds')} < {schema}.job_now()"
     )
 
 
