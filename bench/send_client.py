@@ -15,8 +15,13 @@ the wait count, and a descheduled process accrues nothing):
   await boss.asend             the async twin, awaited in turn (sync_to_async, thread_sensitive)
   statement_cursor + Boss SQL  Boss's cursor and statement without Boss's Python
   psycopg cursor + Boss SQL    the psycopg cursor under it, on Django's connection, bare
+  sync_to_async no-op hop      await sync_to_async(thread_sensitive=True) of a function that does
+                               nothing: what any twin pays on top of its sync call, the least a
+                               hop onto Django's thread costs (no job is sent)
 
-With --profile, cProfile's top functions (own time) of boss.send over one run.
+With --profile, cProfile's top functions (own time) of boss.send over one run. With --stubbed, our
+Python alone: boss.send() and the bare cursor with psycopg's execute replaced by a no-op, this
+thread's CPU a send, the best of the rounds (no database work, so the machine's load matters less).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
+from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.db import connections
 from psycopg.types.json import Jsonb
@@ -105,6 +111,14 @@ def variants() -> dict[str, Callable[[int], None]]:
         for i in range(n):
             cursor.execute(sql, boss_params(i), prepare=True)
 
+    def noop_hop(n: int) -> None:
+        async def run() -> None:
+            hop = sync_to_async(_nothing, thread_sensitive=True)
+            for _ in range(n):
+                await hop()
+
+        asyncio.run(run())
+
     return {
         "ceiling, async psycopg": ceiling_async,
         "ceiling, sync psycopg": ceiling_sync,
@@ -112,7 +126,43 @@ def variants() -> dict[str, Callable[[int], None]]:
         "await boss.asend": boss_asend,
         "statement_cursor + Boss SQL": boss_cursor,
         "psycopg cursor + Boss SQL": psycopg_cursor,
+        "sync_to_async no-op hop": noop_hop,
     }
+
+
+def _nothing() -> None:
+    return None
+
+
+def stubbed_python(boss: Boss, sends: int, rounds: int) -> None:
+    """Print boss.send()'s Python over the bare cursor's, psycopg's execute a no-op for both."""
+    sql = boss_sql()
+    boss.send(QUEUE, {"i": 0})  # the route cached, the connection open
+    cursor = psycopg.Cursor(connections["default"].connection)
+    real_execute = psycopg.Cursor.execute
+    psycopg.Cursor.execute = lambda self, query, params=None, **kwargs: self
+
+    def bare() -> None:
+        for i in range(sends):
+            cursor.execute(sql, boss_params(i), prepare=True)
+
+    def send() -> None:
+        for i in range(sends):
+            boss.send(QUEUE, {"i": i})
+
+    best = {"bare cursor": float("inf"), "boss.send": float("inf")}
+    try:
+        for _ in range(rounds):
+            for label, run in (("bare cursor", bare), ("boss.send", send)):
+                started = time.thread_time()
+                run()
+                best[label] = min(best[label], (time.thread_time() - started) / sends * 1e6)
+    finally:
+        psycopg.Cursor.execute = real_execute
+    print(f"django_pgboss at {source_revision()}; load average {load_average()}")
+    for label, value in best.items():
+        print(f"{label}: {value:.1f} us of this thread's CPU a send (best of {rounds})")
+    print(f"boss.send's own Python: {best['boss.send'] - best['bare cursor']:.1f} us a send")
 
 
 def reset(admin: psycopg.Connection) -> None:
@@ -125,6 +175,7 @@ def main() -> None:
     parser.add_argument("--sends", type=int, default=2000, help="sends a run (default 2000)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds (default 5)")
     parser.add_argument("--profile", action="store_true", help="cProfile of boss.send, top functions")
+    parser.add_argument("--stubbed", action="store_true", help="our Python alone, psycopg's execute stubbed")
     args = parser.parse_args()
 
     call_command("migrate", verbosity=0)
@@ -134,6 +185,10 @@ def main() -> None:
     boss.create_queue(QUEUE)
     admin = raw_connection()
     admin.execute(CEILING_DDL)
+    if args.stubbed:
+        stubbed_python(boss, args.sends, args.rounds)
+        boss.delete_queue(QUEUE)
+        return
     cases = variants()
     for run in cases.values():
         run(2)  # connections open, statements prepared, routes cached

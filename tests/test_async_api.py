@@ -101,6 +101,33 @@ def test_twins_return_what_the_sync_calls_return(queue):
 
 
 @pytest.mark.django_db
+@pytest.mark.queue("async-q")
+def test_a_twin_runs_the_method_of_the_boss_it_was_awaited_on(queue):
+    # The thread-sensitive wrappers are made once per class and method, and bound to the Boss at
+    # each call: a subclass's override, and a method replaced on one instance, are what run.
+    class AuditedBoss(Boss):
+        def send(self, name, data=None, **options):
+            return super().send(name, {**data, "audited": True}, **options)
+
+    audited, plain, stand_in = AuditedBoss(), Boss(), Boss()
+    stand_in.send = lambda name, data=None, **options: f"stand-in for {name}"
+
+    async def sends():
+        return (
+            await audited.asend(queue, {"n": 1}),
+            await plain.asend(queue, {"n": 2}),
+            await stand_in.asend(queue, {"n": 3}),
+            await audited.asend(queue, {"n": 4}),
+        )
+
+    first, second, third, fourth = run(sends)
+    assert boss.get_job_by_id(queue, first).data == {"n": 1, "audited": True}
+    assert boss.get_job_by_id(queue, second).data == {"n": 2}
+    assert third == f"stand-in for {queue}"
+    assert boss.get_job_by_id(queue, fourth).data == {"n": 4, "audited": True}
+
+
+@pytest.mark.django_db
 def test_twins_raise_the_sync_calls_errors_before_any_sql():
     async def bad_name():
         await boss.asend("not a queue name!")

@@ -49,7 +49,8 @@ class JobSender:
         if job.get("dead_letter") is not None:
             require_dead_letter(context, job["dead_letter"])
         with tracing.send_span(name, "upsert" if upsert_by_key else "send") as span:
-            trace_context = _stored_trace_context(span)
+            # No span (no tracer provider, the usual case): nothing to store or record.
+            trace_context = None if span is None else _stored_trace_context(span)
             job_id = self._insert(
                 name, [job], returning=True, upsert_by_key=upsert_by_key, trace_context=trace_context
             )
@@ -63,7 +64,8 @@ class JobSender:
                 job_id = self._insert(
                     name, [job], returning=True, upsert_by_key=upsert_by_key, trace_context=trace_context
                 )
-            tracing.sent(span, job_id, name, propagated=trace_context is not None)
+            if span is not None:
+                tracing.sent(span, job_id, name, propagated=trace_context is not None)
         return job_id[0] if job_id else None
 
     def send_after(self, name: str, data: Any, after: Any, **options: Any) -> str | None:

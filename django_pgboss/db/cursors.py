@@ -99,8 +99,13 @@ class _StatementCursor:
             self._plain = connection.cursor()
             return self._plain.__enter__()
         connection.close_if_health_check_failed()
-        connection.ensure_connection()
         raw = connection.connection
+        if raw is None:
+            # ensure_connection() does only this once connected; called on every statement it
+            # also runs Django's async-unsafe check (an environment lookup and a raised
+            # exception), which Boss's own check on a running event loop already made.
+            connection.ensure_connection()
+            raw = connection.connection
         cursors: dict[str, tuple[Any, psycopg.Cursor, _LeanCursor, Any]] = _local.__dict__.setdefault(
             "cursors", {}
         )
@@ -178,8 +183,13 @@ class _LeanCursor:
 
     def execute(self, sql: str, params: Any = None) -> Any:
         self._connection.validate_no_broken_transaction()
-        with self._connection.wrap_database_errors:
+        try:
             return self._cursor.execute(sql, params)
+        except Exception:
+            # Django's translation, entered only for an error: the wrapper is a new object on
+            # every use, which a statement that succeeds need not pay for.
+            with self._connection.wrap_database_errors:
+                raise
 
     def fetchone(self) -> Any:
         with self._connection.wrap_database_errors:

@@ -82,6 +82,9 @@ def _tracer() -> Any:
 
 
 _provider_seen: list[bool] = []
+#: Holds True once the API's lookup found no provider, its environment variable included.
+_lookup_found_none: list[bool] = []
+_NO_SUCH_GLOBAL = object()
 
 
 def _active() -> bool:
@@ -90,15 +93,21 @@ def _active() -> bool:
     API one call per helper (bench/README.md, "Observability").
 
     The API's global provider is set once for good, so once one is found it is remembered. Until
-    then each call asks the API, which looks the environment up for a provider to load (about
-    1.4 us, bench/worker_overheads.py): the worker asks once per fetch (active()) rather than once
-    per job.
+    then the public lookup, get_tracer_provider(), reads the environment for a provider to load
+    on every call (about 1.4 us, bench/worker_overheads.py, a raised KeyError each time). Once it
+    has found none, the API's own global is read instead, which set_tracer_provider() (and that
+    lookup, loading OTEL_PYTHON_TRACER_PROVIDER) fills; without that private global (another
+    version of the API) every call takes the public lookup.
     """
     if _provider_seen:
         return True
+    if _lookup_found_none and getattr(otel_trace, "_TRACER_PROVIDER", _NO_SUCH_GLOBAL) is None:
+        return False
     if isinstance(
         otel_trace.get_tracer_provider(), (otel_trace.ProxyTracerProvider, otel_trace.NoOpTracerProvider)
     ):
+        if not _lookup_found_none:
+            _lookup_found_none.append(True)
         return False
     _provider_seen.append(True)
     return True
