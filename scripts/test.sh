@@ -12,8 +12,9 @@
 #   LINT=1   beside the tests, in the background: ruff (lint and format check), mypy (with
 #            django-stubs), the import contracts (import-linter), the docs built strictly (mkdocs)
 #            and tests/unit (the tests that need no PostgreSQL), whose output it prints after the
-#            tests'; and the tests with coverage, whose total it prints at the end
-#   COVERAGE=1  measure and print coverage without the other checks (COVERAGE=0 turns it off)
+#            tests'
+#   COVERAGE=1  measure coverage over the suite and its subprocesses and print the total (off by
+#            default: tracing the suite and every worker subprocess slows it down)
 #   PGBOSS_TEST_BACKEND=citus  run on the Citus cluster of scripts/citus.sh (a coordinator on
 #            PGBOSS_CITUS_PORT, default 55510, and two workers on the next ports) instead of one
 #            PostgreSQL, with PGBOSS["BACKEND"] = "citus" (see "The database" below);
@@ -232,7 +233,7 @@ for arg in "$@"; do
 done
 # Coverage of django_pgboss over both runs (the second appends to the first's data), including the
 # Python subprocesses tests start (manage.py pgboss_work ...: pyproject.toml's coverage `patch`).
-coverage=${COVERAGE:-${LINT:-0}}
+coverage=${COVERAGE:-0}
 coverage_options=()
 if [ "$coverage" = 1 ]; then
   rm -f "$repo/.coverage"
