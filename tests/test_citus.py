@@ -26,6 +26,7 @@ from django_pgboss import boss
 from django_pgboss.checks import check_backend_fits_database, check_backend_setting
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_identifier
+from tests.conftest import DISTRIBUTED
 from tests.processes import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -247,18 +248,29 @@ def _hold_queue_row(name: str, held: threading.Event, release: threading.Event) 
 
 
 def _backends_waiting_on_a_lock() -> int:
+    # With the job table distributed, queue is a reference table: the claim waits for the row's
+    # copy on a worker, a wait the coordinator's pg_stat_activity does not show but Citus's view
+    # of the cluster's lock waits does.
+    cluster = " + (SELECT count(*) FROM citus_lock_waits)" if DISTRIBUTED else ""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock' AND query LIKE '%%monitor_claim_on%%'"
+            "SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            f"AND wait_event_type = 'Lock' AND query LIKE '%%monitor_claim_on%%'){cluster}"
         )
         return cursor.fetchone()[0]
 
 
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize(
-    ("backend", "waits"), [("postgres", False), ("citus", True), ("citus-distributed", True)]
+#: Each backend's claim, on a cluster whose tables fit it: with the job table distributed, only
+#: the distributed mode's statements run (the other two are the set-up pgboss.E009 refuses there).
+CLAIM_BACKENDS = (
+    [("citus-distributed", True)]
+    if DISTRIBUTED
+    else [("postgres", False), ("citus", True), ("citus-distributed", True)]
 )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("backend", "waits"), CLAIM_BACKENDS)
 def test_a_monitor_pass_skips_a_held_queue_on_postgres_and_waits_for_it_on_citus(backend, waits):
     boss.create_queue("held")
     boss.create_queue("free")

@@ -49,7 +49,7 @@ from django_pgboss.tasks.compat import (
 )
 from django_pgboss.tasks.registrations import task_registrations
 from django_pgboss.worker import Worker
-from tests.conftest import database_url
+from tests.conftest import DISTRIBUTED, database_url
 from tests.helpers import count_jobs, install_schema, job_row, move_back, rows, schema_sql, uninstall_schema
 from tests.processes import run_worker, wait_for
 from tests.taskapp import tasks
@@ -411,6 +411,14 @@ def test_a_running_task_reads_as_running_and_a_cancelled_one_as_failed():
     assert failed.errors == [] and failed.attempts == 0 and failed.finished_at is not None
 
 
+#: The sessions waiting for a lock. With the job table distributed, a wait for a job's row is on
+#: the worker that holds its shard, which the coordinator's pg_locks does not show but Citus's view
+#: of the cluster's lock waits does.
+LOCK_WAITS = "SELECT (SELECT count(*) FROM pg_locks WHERE NOT granted)" + (
+    " + (SELECT count(*) FROM citus_lock_waits)" if DISTRIBUTED else ""
+)
+
+
 def test_a_worker_stopping_leaves_task_finished_to_another_worker_of_the_backend():
     """Two workers in one process, on two queues of one backend: the one that stops first forgets
     only its own unstored results, so the other's finished task still sends task_finished once
@@ -439,7 +447,7 @@ def test_a_worker_stopping_leaves_task_finished_to_another_worker_of_the_backend
             "SELECT 1 FROM " + schema_sql() + ".job WHERE name = 'default' AND id = %s FOR UPDATE", [slow.id]
         )
         tasks.RELEASE.set()
-        wait_for(lambda: rows("SELECT count(*) FROM pg_locks WHERE NOT granted")[0][0] > 0)
+        wait_for(lambda: rows(LOCK_WAITS)[0][0] > 0)
         other.run()  # drains tasks-other and stops while the slow task's end is unstored
         assert ("on_other_queue", TaskResultStatus.SUCCESSFUL) in finished
         holder.rollback()
