@@ -132,6 +132,11 @@ ON_CITUS = os.environ.get("PGBOSS_TEST_BACKEND") in ("citus", "citus-distributed
 #: Whether the suite runs on that cluster with the job table distributed (citus-distributed).
 DISTRIBUTED = os.environ.get("PGBOSS_TEST_BACKEND") == "citus-distributed"
 
+#: What a count of the sessions waiting for a lock adds with the job table distributed: a wait for
+#: a row is then on the worker holding the row's shard (or a reference table's copy), which the
+#: coordinator's pg_locks and pg_stat_activity do not show but Citus's view of the cluster does.
+CLUSTER_LOCK_WAITS = " + (SELECT count(*) FROM citus_lock_waits)" if DISTRIBUTED else ""
+
 
 def pytest_report_header(config):
     if DISTRIBUTED:

@@ -26,7 +26,7 @@ from django_pgboss import boss
 from django_pgboss.checks import check_backend_fits_database, check_backend_setting
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.db.identifiers import quote_identifier
-from tests.conftest import DISTRIBUTED
+from tests.conftest import CLUSTER_LOCK_WAITS, DISTRIBUTED
 from tests.processes import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -249,13 +249,11 @@ def _hold_queue_row(name: str, held: threading.Event, release: threading.Event) 
 
 def _backends_waiting_on_a_lock() -> int:
     # With the job table distributed, queue is a reference table: the claim waits for the row's
-    # copy on a worker, a wait the coordinator's pg_stat_activity does not show but Citus's view
-    # of the cluster's lock waits does.
-    cluster = " + (SELECT count(*) FROM citus_lock_waits)" if DISTRIBUTED else ""
+    # copy on a worker (CLUSTER_LOCK_WAITS).
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            f"AND wait_event_type = 'Lock' AND query LIKE '%%monitor_claim_on%%'){cluster}"
+            f"AND wait_event_type = 'Lock' AND query LIKE '%%monitor_claim_on%%'){CLUSTER_LOCK_WAITS}"
         )
         return cursor.fetchone()[0]
 

@@ -17,7 +17,7 @@ from django_pgboss import boss
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import queue_claims_skip_locked
 from django_pgboss.monitor.supervisor import PassReport, _apply_backoff
-from tests.conftest import DISTRIBUTED
+from tests.conftest import CLUSTER_LOCK_WAITS
 from tests.helpers import job_row, pgboss_settings_with, rows, stats_partitions
 
 pytestmark = [pytest.mark.django_db, pytest.mark.queue(retry_limit=0)]
@@ -539,12 +539,10 @@ def test_a_second_monitor_cannot_count_between_a_count_and_its_snapshot(clock):
     def waiting_for_locks() -> int:
         # By the waiting session's database: a wait for a row is on its holder's transaction id,
         # a lock of no database. With the job table distributed, the queue row a claim waits for
-        # is its copy on a worker (queue is a reference table), a wait the coordinator's pg_locks
-        # does not hold but Citus's view of the cluster's lock waits does.
-        cluster = " + (SELECT count(*) FROM citus_lock_waits)" if DISTRIBUTED else ""
+        # is its copy on a worker (queue is a reference table: CLUSTER_LOCK_WAITS).
         return rows(
             "SELECT (SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-            f"WHERE NOT l.granted AND a.datname = current_database()){cluster}"
+            f"WHERE NOT l.granted AND a.datname = current_database()){CLUSTER_LOCK_WAITS}"
         )[0][0]
 
     holder = threading.Thread(target=hold_the_insert_lock)

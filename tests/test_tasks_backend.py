@@ -49,7 +49,7 @@ from django_pgboss.tasks.compat import (
 )
 from django_pgboss.tasks.registrations import task_registrations
 from django_pgboss.worker import Worker
-from tests.conftest import DISTRIBUTED, database_url
+from tests.conftest import CLUSTER_LOCK_WAITS, database_url
 from tests.helpers import count_jobs, install_schema, job_row, move_back, rows, schema_sql, uninstall_schema
 from tests.processes import run_worker, wait_for
 from tests.taskapp import tasks
@@ -411,12 +411,8 @@ def test_a_running_task_reads_as_running_and_a_cancelled_one_as_failed():
     assert failed.errors == [] and failed.attempts == 0 and failed.finished_at is not None
 
 
-#: The sessions waiting for a lock. With the job table distributed, a wait for a job's row is on
-#: the worker that holds its shard, which the coordinator's pg_locks does not show but Citus's view
-#: of the cluster's lock waits does.
-LOCK_WAITS = "SELECT (SELECT count(*) FROM pg_locks WHERE NOT granted)" + (
-    " + (SELECT count(*) FROM citus_lock_waits)" if DISTRIBUTED else ""
-)
+#: The sessions waiting for a lock, on every node (CLUSTER_LOCK_WAITS).
+LOCK_WAITS = f"SELECT (SELECT count(*) FROM pg_locks WHERE NOT granted){CLUSTER_LOCK_WAITS}"
 
 
 def test_a_worker_stopping_leaves_task_finished_to_another_worker_of_the_backend():
