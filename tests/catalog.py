@@ -3,6 +3,10 @@
 Every definition has the schema's own spelling replaced by ``<schema>``, so the catalog of the
 schema django_pgboss migrated and the one pg-boss installed itself under another name compare
 equal when, and only when, they hold the same objects.
+
+queue_stats holds one partition a day, made by whichever monitor or installer ran that day, so
+two schemas made a minute apart around midnight hold different days. The day partitions are read
+as one, ``queue_stats_<day>``, and every day's must have the same shape as the others.
 """
 
 from __future__ import annotations
@@ -15,6 +19,25 @@ from django.db import connection
 from django_pgboss.db.identifiers import quote_identifier
 
 PLACEHOLDER = "<schema>"
+DAY = "<day>"
+_DAY_PARTITION = re.compile(r"\bqueue_stats_\d{8}")
+_DAY_BOUND = re.compile(r"'\d{4}-\d\d-\d\d[^']*'")
+
+
+def _fold_days(text: str | None) -> str | None:
+    """``text`` with each day partition of queue_stats, and each day in a partition bound, as <day>."""
+    if text is None:
+        return None
+    return _DAY_BOUND.sub(f"'{DAY}'", _DAY_PARTITION.sub(f"queue_stats_{DAY}", text))
+
+
+def _put(mapping: dict, key, value) -> None:
+    """mapping[key] = value, where day partitions folded into one key must agree on the value."""
+    if key in mapping and mapping[key] != value:
+        raise AssertionError(
+            f"the day partitions of queue_stats differ in shape at {key!r}: {mapping[key]!r} != {value!r}"
+        )
+    mapping[key] = value
 
 
 @dataclass
@@ -37,7 +60,7 @@ def _normaliser(schema: str):
     def normalise(text: str | None) -> str | None:
         if text is None:
             return None
-        return pattern.sub(PLACEHOLDER + ".", text)
+        return _fold_days(pattern.sub(PLACEHOLDER + ".", text))
 
     return normalise
 
@@ -60,9 +83,10 @@ def read_catalog(schema: str, using_connection=None) -> Catalog:
             [schema],
         )
         for name, relkind, parent, bound in cursor.fetchall():
-            catalog.tables[name] = relkind
+            name = _fold_days(name)
+            _put(catalog.tables, name, relkind)
             if parent is not None:
-                catalog.partitions[name] = (parent, bound)
+                _put(catalog.partitions, name, (parent, _fold_days(bound)))
         cursor.execute(
             """
             SELECT c.relname, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
@@ -76,8 +100,11 @@ def read_catalog(schema: str, using_connection=None) -> Catalog:
             """,
             [schema],
         )
+        columns: dict[str, list[tuple]] = {}
         for table, _attnum, column, type_, notnull, default in cursor.fetchall():
-            catalog.columns.setdefault(table, []).append((column, norm(type_), notnull, norm(default)))
+            columns.setdefault(table, []).append((column, norm(type_), notnull, norm(default)))
+        for table, listed in columns.items():
+            _put(catalog.columns, _fold_days(table), listed)
         cursor.execute(
             """
             SELECT c.relname, pg_get_indexdef(i.indexrelid)
@@ -88,7 +115,8 @@ def read_catalog(schema: str, using_connection=None) -> Catalog:
             """,
             [schema],
         )
-        catalog.indexes = {name: norm(definition) for name, definition in cursor.fetchall()}
+        for name, definition in cursor.fetchall():
+            _put(catalog.indexes, _fold_days(name), norm(definition))
         cursor.execute(
             """
             SELECT rel.relname, con.conname, pg_get_constraintdef(con.oid)
@@ -99,7 +127,8 @@ def read_catalog(schema: str, using_connection=None) -> Catalog:
             """,
             [schema],
         )
-        catalog.constraints = {(table, name): norm(d) for table, name, d in cursor.fetchall()}
+        for table, name, definition in cursor.fetchall():
+            _put(catalog.constraints, (_fold_days(table), _fold_days(name)), norm(definition))
         cursor.execute(
             """
             SELECT p.proname, pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid),
