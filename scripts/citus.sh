@@ -20,7 +20,9 @@
 # (PGBOSS_TEST_DBNAME, default pgboss) so; `database NAME` drops NAME wherever it exists and
 # prepares it anew, which is what scripts/test.sh does for the test database in place of
 # pytest-django's --create-db (a CREATE DATABASE on the coordinator alone would make a database
-# without Citus, and no worker would have it).
+# without Citus, and no worker would have it). With PGBOSS_CITUS_SHARD_COUNT set, the database's
+# tables are distributed into that many shards (ALTER DATABASE ... SET citus.shard_count) instead
+# of Citus's default 32.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -93,6 +95,9 @@ prepare_database() {
     psql_on "${PORTS[$index]}" "$name" "CREATE EXTENSION IF NOT EXISTS citus"
   done
   psql_on "$PORT" "$name" "SELECT citus_set_coordinator_host('127.0.0.1', $PORT)" >/dev/null
+  if [ -n "${PGBOSS_CITUS_SHARD_COUNT:-}" ]; then
+    psql_on "$PORT" postgres "ALTER DATABASE \"$name\" SET citus.shard_count = ${PGBOSS_CITUS_SHARD_COUNT}"
+  fi
   for index in 1 2; do
     if [ -z "$(psql_on "$PORT" "$name" "SELECT 1 FROM pg_dist_node WHERE nodeport = ${PORTS[$index]}")" ]; then
       psql_on "$PORT" "$name" "SELECT citus_add_node('127.0.0.1', ${PORTS[$index]})" >/dev/null
