@@ -6,6 +6,10 @@ fail() or a redrive() that read its own queue's table before the parent would ho
 and wait for ``job`` while the drop holds ``job`` and waits for ``job_common``: a deadlock. Each
 test here forces that interleaving with a third connection that holds ``job`` until both are
 queued on it, so the old order failed every run, not once in a while.
+
+A send racing a delete_queue() is here too: on one PostgreSQL the send's foreign-key check holds
+the queue's row, so the delete waits for the send and then refuses. (In the citus-distributed
+mode the check runs on the shard at the send's commit, after the delete: the send fails instead.)
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Callable
 import pytest
 from django.db import connection, connections, transaction
 
-from django_pgboss import boss
+from django_pgboss import QueueInUse, boss
 from tests.helpers import count_jobs, rows, schema_sql
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -169,3 +173,48 @@ def test_the_monitor_dead_letters_an_expired_job_while_a_partitioned_queue_is_dr
     assert race_against_partition_drop(sweep, warm_up=lambda: None) == 1
     assert boss.get_queue("part") is None
     assert rows("SELECT source_id::text FROM {s}.job WHERE name = 'dlq'") == [(job.id,)]
+
+
+def test_a_delete_queue_that_waited_for_a_send_refuses_and_deletes_nothing():
+    # A send whose foreign-key check ran (at its commit, here forced early) holds the queue's row:
+    # the delete waits for it, and then finds the job the send committed.
+    boss.create_queue("q")
+    checked, release = threading.Event(), threading.Event()
+    pids: dict[str, int] = {}
+    outcome: list[BaseException] = []
+
+    def sender() -> None:
+        try:
+            with transaction.atomic():
+                boss.send("q", {"n": 1})
+                with connection.cursor() as cursor:
+                    cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+                checked.set()
+                assert release.wait(30)
+        finally:
+            connection.close()
+
+    def deleter() -> None:
+        try:
+            pids["delete"] = backend_pid()
+            boss.delete_queue("q")
+        except BaseException as exc:  # handed to the test's thread
+            outcome.append(exc)
+        finally:
+            connection.close()
+
+    sending, deleting = threading.Thread(target=sender), threading.Thread(target=deleter)
+    sending.start()
+    try:
+        assert checked.wait(30)
+        deleting.start()
+        while "delete" not in pids:
+            time.sleep(0.01)
+        wait_until_blocked(pids["delete"])
+    finally:
+        release.set()
+        sending.join(30)
+    deleting.join(30)
+    assert len(outcome) == 1 and isinstance(outcome[0], QueueInUse), outcome
+    assert "'q' received jobs while it was being deleted; nothing was deleted" in str(outcome[0])
+    assert boss.get_queue("q") is not None and count_jobs("q") == 1

@@ -9,6 +9,7 @@ from django_pgboss import (
     InvalidOption,
     InvalidPolicy,
     InvalidQueueName,
+    QueueInUse,
     QueueNotFound,
     QueuePolicy,
     boss,
@@ -212,6 +213,25 @@ def test_delete_queue_of_a_queue_that_does_not_exist_does_nothing():
     boss.create_queue("keep")
     boss.delete_queue("never-created")  # pg-boss's deleteQueue() is a no-op here too
     assert [q.name for q in boss.get_queues()] == ["keep"]
+
+
+def test_delete_queue_refuses_the_dead_letter_of_another_queue_and_deletes_nothing():
+    boss.create_queue("dlq")
+    boss.create_queue("orders", dead_letter="dlq")
+    boss.send("dlq", {"n": 1})
+    with pytest.raises(QueueInUse, match="'dlq' is the dead_letter of 'orders'"):
+        boss.delete_queue("dlq")
+    assert boss.get_queue("dlq") is not None and count_jobs("dlq") == 1
+
+
+def test_delete_queue_refuses_a_queue_jobs_of_other_queues_name_as_their_dead_letter():
+    boss.create_queue("dlq")
+    boss.create_queue("orders")
+    boss.send("orders", {"n": 1}, dead_letter="dlq")  # a send option: the queue's own stays unset
+    boss.send("dlq", {"n": 2})
+    with pytest.raises(QueueInUse, match="'dlq' is still the dead_letter of jobs of other queues"):
+        boss.delete_queue("dlq")
+    assert boss.get_queue("dlq") is not None and (count_jobs("dlq"), count_jobs("orders")) == (1, 1)
 
 
 @pytest.mark.django_db(transaction=True)

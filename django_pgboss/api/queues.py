@@ -146,8 +146,17 @@ class QueueStore:
                 context.execute(queue_plans.advisory_lock(), {"lock_key": context.lock_key("delete-queue")})
                 context.execute(queue_plans.delete_queue(context.quoted_schema), {"name": name})
         except IntegrityError as exc:
+            constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None)
+            if constraint == "q_fkey":
+                # A send committed into the queue while it was being deleted: the job's reference
+                # to the queue row holds it, so its delete waited and then found the new job.
+                raise QueueInUse(
+                    f"queue {name!r} received jobs while it was being deleted; nothing was deleted"
+                ) from exc
             # Jobs of other queues still name it as their own dead_letter (a send option).
-            raise QueueInUse(f"queue {name!r} is still the dead_letter of waiting jobs: {exc}") from exc
+            raise QueueInUse(
+                f"queue {name!r} is still the dead_letter of jobs of other queues; nothing was deleted: {exc}"
+            ) from exc
         finally:
             context.forget_route(name)
 
