@@ -32,6 +32,10 @@ BASE=${PGBOSS_CITUS_PGDATA:-${TMPDIR:-/tmp}/django-pgboss-citus-$PORT}
 DB=${PGBOSS_TEST_DBNAME:-pgboss}
 VENDOR=${PGBOSS_CITUS_VENDOR:-$repo/../shared/vendor}
 NODES=(coordinator worker1 worker2)
+if [ -n "${PGBOSS_CITUS_SHARD_COUNT:-}" ] && [[ ! $PGBOSS_CITUS_SHARD_COUNT =~ ^[1-9][0-9]{0,3}$ ]]; then
+  echo "citus: PGBOSS_CITUS_SHARD_COUNT must be a whole number from 1 to 9999, not '$PGBOSS_CITUS_SHARD_COUNT'" >&2
+  exit 2
+fi
 PORTS=("$PORT" "$((PORT + 1))" "$((PORT + 2))")
 
 bin_dir() {
