@@ -56,6 +56,7 @@ import contextlib
 import inspect
 import logging
 import queue as queue_module
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -422,7 +423,12 @@ class AsyncQueue:
         # Named for the watchdog's warning by its first job's id (a batch's with " ..."): a join of
         # up to five ids, as log lines spell them, took a tenth of the loop's time a job.
         more = " ..." if len(jobs) > 1 else ""
-        task = loop.create_task(self._run(unit, executor), name=f"pgboss-job {name} {jobs[0].id}{more}")
+        task = _start_task(loop, self._run(unit, executor), f"pgboss-job {name} {jobs[0].id}{more}")
+        if task.done():
+            # The handler ended without waiting on anything (Python 3.12 and later start the
+            # task eagerly): its outcome is handed over already, and there is nothing left to
+            # cancel, time or abandon.
+            return False
         self._running[task] = unit
         # A job's signal, set by whoever sets it (the deadline below, the heartbeat's lost claim,
         # the stop), cancels the coroutine.
@@ -544,6 +550,21 @@ class AsyncQueue:
             seconds = time.perf_counter() - began
             self.host.ended(name, seconds)
             job_logs.ended(name, jobs, seconds, raised)
+
+
+def _start_task(loop: asyncio.AbstractEventLoop, coroutine: Any, name: str) -> asyncio.Task[None]:
+    """A task for a unit's coroutine, started eagerly where asyncio can (Python 3.12 and later).
+
+    An eager task runs its coroutine at once, up to its first wait, within this call. A handler
+    that never waits (a no-op, or one whose awaits all complete at once) then ends here, without
+    the round trips through the loop that scheduling its steps and waking its slot take: most of
+    what an async job costs over a threaded one (bench/README.md, the peers' async drain). One
+    that waits goes on as any task does. The cancellations a job's signal or a stop sends are
+    delivered through the loop, so none can reach the coroutine before its first wait either way.
+    """
+    if sys.version_info >= (3, 12):
+        return asyncio.Task(coroutine, loop=loop, name=name, eager_start=True)
+    return loop.create_task(coroutine, name=name)
 
 
 def _wake(waiter: asyncio.Future[None], _task: Any) -> None:
