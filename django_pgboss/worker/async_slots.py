@@ -74,6 +74,8 @@ from django_pgboss.worker.state import RUNNING_HANDLER
 
 #: How long a coroutine cancelled at its deadline may go on before its slot leaves it running.
 ABANDON_GRACE_SECONDS = 1.0
+#: The longest a slot runs unit after unit without giving the loop a turn (see _take_units()).
+SLOT_TURN_SECONDS = 0.01
 
 
 class AsyncHost(Protocol):
@@ -400,6 +402,7 @@ class AsyncQueue:
     async def _take_units(self, loop: asyncio.AbstractEventLoop, executor: _SlotExecutor | None) -> bool:
         """Run the slot's units one after another; True when one was abandoned and ``executor``
         (not None) must be replaced, False when the slot ends."""
+        turn = loop.time()
         while True:
             unit, announced = await self._next_unit(loop)
             if unit is None:
@@ -409,6 +412,13 @@ class AsyncQueue:
             abandoned = await self._one_unit(loop, unit, executor)
             if abandoned and executor is not None:
                 return True
+            # A unit whose task ended eagerly gave the loop no turn, nor does the next one taken
+            # from a full buffer: the slot hands one back at least every SLOT_TURN_SECONDS, so
+            # that deadlines, cancellations, a stop and the other slots are not held up by a row
+            # of handlers that each run a while without waiting.
+            if loop.time() - turn >= SLOT_TURN_SECONDS:
+                await asyncio.sleep(0)
+                turn = loop.time()
 
     @staticmethod
     def _executor(name: str) -> _SlotExecutor | None:

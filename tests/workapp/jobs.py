@@ -200,3 +200,12 @@ async def ahostile(job):
                 continue
         return {"ignored": True}
     return {"ok": True, "pid": os.getpid()}
+
+
+@work("aspin", concurrency=1, batch_size=50, polling_interval_seconds=0.2)
+async def aspin(job):
+    """Runs job.data["seconds"] of CPU without awaiting anything (tests/test_async_hostile.py)."""
+    until = time.monotonic() + job.data["seconds"]
+    while time.monotonic() < until:
+        pass
+    return {"spun": job.data["seconds"]}
