@@ -181,6 +181,12 @@ class EventLoopThread:
                     time.monotonic() - blocked_since,
                 )
                 blocked_since = None
+        # The loop can run again and be stopped within one look (a burst worker whose last job
+        # follows the one that blocked ends at once): its last beat still tells that it ran.
+        if blocked_since is not None and self._beat > blocked_since:
+            logger.warning(
+                "the async handlers' event loop runs again, after %.1fs blocked", self._beat - blocked_since
+            )
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
