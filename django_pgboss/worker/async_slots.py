@@ -19,9 +19,11 @@ on top: it can be cancelled. At the unit's deadline (its claim plus the longest
 ``expire_in_seconds`` of its jobs) the worker fails the attempt (JobDeadlineExceeded, fenced),
 frees the slot's place in the queue and sets the jobs' ``job.signal``; whenever a job's signal is
 set (that deadline, a heartbeat that finds the claim gone, the end of a stop's grace period) its
-coroutine is cancelled. A coroutine that swallows the cancellation and runs on for longer than
-ABANDON_GRACE_SECONDS is abandoned: left running, counted and logged, and its slot takes the next
-unit.
+coroutine is cancelled. Both are armed by a look at the queue's running units every LOOK_SECONDS,
+so a unit that ends sooner pays for neither; a signal set before the look cancels the coroutine
+at it. A coroutine that swallows the cancellation and runs on for longer than
+ABANDON_GRACE_SECONDS is abandoned: left running, counted and logged, and a new slot takes the
+next unit in place of the one left awaiting it.
 
 How a unit reaches a slot: a free slot takes the next unit from the queue's buffer itself, on the
 loop (a non-blocking get), so a job crosses no thread on its way to its coroutine while the buffer
@@ -76,6 +78,8 @@ from django_pgboss.worker.state import RUNNING_HANDLER
 ABANDON_GRACE_SECONDS = 1.0
 #: The longest a slot runs unit after unit without giving the loop a turn (see _take_units()).
 SLOT_TURN_SECONDS = 0.01
+#: How often an async queue looks at its running units to arm their deadlines and signals.
+LOOK_SECONDS = 0.1
 
 
 class AsyncHost(Protocol):
@@ -236,6 +240,10 @@ class EventLoopSlots:
             self.loop.stop()
 
 
+#: A watched unit's deadline timer (None: it has no deadline) and its signals' callback removers.
+_Armed = tuple[asyncio.TimerHandle | None, list[Callable[[], None]]]
+
+
 class AsyncQueue:
     """One async queue's ``concurrency`` slots on the worker's loop, each taking the next unit
     from the queue's buffer once free (see the module docstring)."""
@@ -252,13 +260,19 @@ class AsyncQueue:
         self._wanted = threading.Semaphore(0)
         self._closing = False
         self._slots: list[asyncio.Task[None]] = []
-        self._running: dict[asyncio.Task[None], Unit] = {}
+        # Each running unit's task: its unit and the slot awaiting it.
+        self._running: dict[asyncio.Task[None], tuple[Unit, asyncio.Task[None]]] = {}
+        # The running units a look found (see _look()): their deadline timers (None: no
+        # deadline) and their signals' callbacks to remove when they end.
+        self._watched: dict[asyncio.Task[None], _Armed] = {}
+        self._look_timer: asyncio.TimerHandle | None = None
         # Why each cancelled unit was cancelled (a job signal's reason), and the units failed at
         # their deadline, whose end is no longer theirs to settle.
         self._reasons: dict[asyncio.Task[None], str] = {}
         self._expired: set[asyncio.Task[None]] = set()
-        # What wakes a slot whose unit ended or ignores its cancellation (see _give_up()).
-        self._abandon: dict[asyncio.Task[None], asyncio.Future[None]] = {}
+        # Slots left awaiting a unit that ignored its cancellation (see _give_up()): each ends
+        # once that unit does, and another slot has taken its place.
+        self._left: set[asyncio.Task[None]] = set()
         queue = self.registration.queue
         self._bridge = threading.Thread(target=self._bridge_loop, name=f"pgboss-async-{queue}", daemon=True)
         # job_started for the units the slots take themselves, while it has receivers.
@@ -274,8 +288,10 @@ class AsyncQueue:
 
     async def _start_slots(self) -> None:
         for index in range(self.concurrency):
-            name = f"pgboss-async-{self.registration.queue}-{index}"
-            self._slots.append(asyncio.get_running_loop().create_task(self._slot(name), name=name))
+            self._open_slot(f"pgboss-async-{self.registration.queue}-{index}")
+
+    def _open_slot(self, name: str) -> None:
+        self._slots.append(asyncio.get_running_loop().create_task(self._slot(name), name=name))
 
     def cancel_running(self) -> int:
         """Cancel every unit still running (a stop past its grace period); returns how many."""
@@ -378,36 +394,33 @@ class AsyncQueue:
 
     async def _slot(self, name: str) -> None:
         loop = asyncio.get_running_loop()
-        while True:
-            executor = self._executor(name)
-            if executor is None:
-                # An older asgiref: each job enters a context of its own in _run(), with a thread
-                # that ends with it.
-                await self._take_units(loop, None)
-                return
-            abandoned = False
-            try:
-                # One context for every job the slot runs on this executor, entered here and
-                # inherited by each job's task (a task starts with a copy of its creator's
-                # context): the jobs run one after another on the slot's one thread, as they did
-                # with a context entered for each job, which cost a fifth of the loop's time a
-                # job (bench/README.md, the async drain).
-                async with ThreadSensitiveContext(executor=executor):
-                    abandoned = await self._take_units(loop, executor)
-            finally:
-                if not abandoned:
-                    # The slot's thread keeps its Django connection between jobs; it closes it now.
-                    executor.submit(connections.close_all)
-                executor.shutdown(wait=False)
-            if not abandoned:
-                return
-            # The abandoned coroutine keeps the old thread (and its connection): the slot's next
-            # jobs share neither with it. Its own thread-sensitive calls now raise RuntimeError,
-            # their context having ended.
+        executor = self._executor(name)
+        if executor is None:
+            # An older asgiref: each job enters a context of its own in _run(), with a thread
+            # that ends with it.
+            await self._take_units(loop, None)
+            return
+        left = False
+        try:
+            # One context for every job the slot runs on this executor, entered here and
+            # inherited by each job's task (a task starts with a copy of its creator's
+            # context): the jobs run one after another on the slot's one thread, as they did
+            # with a context entered for each job, which cost a fifth of the loop's time a
+            # job (bench/README.md, the async drain).
+            async with ThreadSensitiveContext(executor=executor):
+                left = await self._take_units(loop, executor)
+        finally:
+            if not left:
+                # The slot's thread keeps its Django connection between jobs; it closes it now.
+                executor.submit(connections.close_all)
+            executor.shutdown(wait=False)
+        # A slot left behind (see _give_up()) leaves its thread (and its connection) to the
+        # abandoned coroutine, whose own thread-sensitive calls now raise RuntimeError, their
+        # context having ended; the slot that took its place has a thread of its own.
 
     async def _take_units(self, loop: asyncio.AbstractEventLoop, executor: _SlotExecutor | None) -> bool:
-        """Run the slot's units one after another; True when one was abandoned and ``executor``
-        (not None) must be replaced, False when the slot ends."""
+        """Run the slot's units one after another until it ends; True when it ends left behind
+        by an abandoned unit (see _give_up()), False on a stop."""
         turn = loop.time()
         while True:
             unit, announced = await self._next_unit(loop)
@@ -415,8 +428,7 @@ class AsyncQueue:
                 return False
             if not announced and self.host.announces():
                 await loop.run_in_executor(self._announcer, self.host.announce, unit.queue, unit.jobs)
-            abandoned = await self._one_unit(loop, unit, executor)
-            if abandoned and executor is not None:
+            if await self._one_unit(loop, unit, executor):
                 return True
             # A unit whose task ended eagerly gave the loop no turn, nor does the next one taken
             # from a full buffer: the slot hands one back at least every SLOT_TURN_SECONDS, so
@@ -434,7 +446,7 @@ class AsyncQueue:
         return _SlotExecutor(max_workers=1, thread_name_prefix=name)
 
     async def _one_unit(self, loop: asyncio.AbstractEventLoop, unit: Unit, executor: Any) -> bool:
-        """Run one unit to its end; True when it was abandoned (still running, left behind)."""
+        """Run one unit to its end; True when the slot was left behind meanwhile (_give_up())."""
         name, jobs = unit.queue, unit.jobs
         # Named for the watchdog's warning by its first job's id (a batch's with " ..."): a join of
         # up to five ids, as log lines spell them, took a tenth of the loop's time a job.
@@ -445,39 +457,60 @@ class AsyncQueue:
             # task eagerly): its outcome is handed over already, and there is nothing left to
             # cancel, time or abandon.
             return False
-        self._running[task] = unit
-        # A job's signal, set by whoever sets it (the deadline below, the heartbeat's lost claim,
-        # the stop), cancels the coroutine.
-        removers = [job.signal.add_callback(partial(self._signalled, task)) for job in jobs]
-        deadline = self.host.deadline(jobs)
-        timer = None if deadline is None else loop.call_at(deadline, self._deadline_passed, task, unit)
-        # Done when the task ends, or when _give_up() leaves it running (one future to await,
-        # rather than asyncio.wait() over the two, which costs several times as much a job).
-        abandon: asyncio.Future[None] = loop.create_future()
-        task.add_done_callback(partial(_wake, abandon))
-        self._abandon[task] = abandon
+        slot = asyncio.current_task()
+        assert slot is not None
+        self._running[task] = (unit, slot)
+        if self._look_timer is None:
+            self._look_timer = loop.call_later(LOOK_SECONDS, self._look)
         try:
-            await abandon
-            if task.done():
-                return False
-            # Cancelled at its deadline, and still running: leave it, and take the next unit.
-            self.host.abandoned(name, jobs)
-            task.add_done_callback(lambda _task: self.host.abandoned_ended(name, jobs))
-            return True
+            # The unit's task wakes the slot itself when it ends: no future of the slot's own
+            # to set, which cost the loop one more callback a job.
+            await task
         except asyncio.CancelledError:
-            task.cancel()  # the slot itself is cancelled: the loop is going away
-            raise
+            if not task.cancelled() or slot.cancelling():
+                task.cancel()  # the slot itself is cancelled: the loop is going away
+                raise
+            # Only the unit's task was cancelled (by a stop), before its coroutine started.
         finally:
+            self._forget(task)
+        if slot.cancelling():
+            # The slot was cancelled while its unit's coroutine caught the cancellation passed
+            # on to it and returned: the slot ends all the same.
+            raise asyncio.CancelledError
+        return slot in self._left
+
+    def _look(self) -> None:
+        """Every LOOK_SECONDS while units run: each running unit not seen before gets its deadline
+        timer and its jobs' signal callbacks.
+
+        A unit that ends before a look finds it (most of them, at batch sizes above one) costs
+        neither: a timer and a callback a job were a fifth of an async job's time on the loop.
+        The price is at most LOOK_SECONDS before a unit's cancellation is armed: a signal set
+        before then (a lost claim, a stop) cancels the coroutine at the look, and a deadline
+        already passed fires at once.
+        """
+        loop = self.loop.loop
+        for task, (unit, _slot) in list(self._running.items()):
+            if task in self._watched or task.done():
+                continue
+            removers = [job.signal.add_callback(partial(self._signalled, task)) for job in unit.jobs]
+            deadline = self.host.deadline(unit.jobs)
+            timer = None if deadline is None else loop.call_at(deadline, self._deadline_passed, task, unit)
+            self._watched[task] = (timer, removers)
+        self._look_timer = loop.call_later(LOOK_SECONDS, self._look) if self._running else None
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        """The unit's task ended, or was abandoned: its timer and callbacks go."""
+        watched = self._watched.pop(task, None)
+        if watched is not None:
+            timer, removers = watched
             if timer is not None:
                 timer.cancel()
             for remove in removers:
                 remove()
-            self._running.pop(task, None)
-            self._reasons.pop(task, None)
-            self._expired.discard(task)
-            self._abandon.pop(task, None)
-            if not abandon.done():
-                abandon.cancel()
+        self._running.pop(task, None)
+        self._reasons.pop(task, None)
+        self._expired.discard(task)
 
     def _signalled(self, task: asyncio.Task[None], reason: str) -> None:
         # Runs in the thread that set the signal.
@@ -498,9 +531,22 @@ class AsyncQueue:
         asyncio.get_running_loop().call_later(ABANDON_GRACE_SECONDS, self._give_up, task)
 
     def _give_up(self, task: asyncio.Task[None]) -> None:
-        abandon = self._abandon.get(task)
-        if abandon is not None and not abandon.done() and not task.done():
-            abandon.set_result(None)
+        """A unit cancelled at its deadline is still running: leave it running, and open a slot in
+        place of the one awaiting it (which ends when the unit does)."""
+        running = self._running.get(task)
+        if running is None or task.done():
+            return
+        unit, slot = running
+        name, jobs = unit.queue, unit.jobs
+        self.host.abandoned(name, jobs)
+        task.add_done_callback(lambda _task: self.host.abandoned_ended(name, jobs))
+        self._forget(task)
+        self._left.add(slot)
+        slot.add_done_callback(self._left.discard)
+        if slot in self._slots:
+            self._slots.remove(slot)
+            if not self._closing:
+                self._open_slot(slot.get_name())
 
     async def _run(self, unit: Unit, executor: Any) -> None:
         name, jobs = unit.queue, unit.jobs
@@ -581,11 +627,6 @@ def _start_task(loop: asyncio.AbstractEventLoop, coroutine: Any, name: str) -> a
     if sys.version_info >= (3, 12):
         return asyncio.Task(coroutine, loop=loop, name=name, eager_start=True)
     return loop.create_task(coroutine, name=name)
-
-
-def _wake(waiter: asyncio.Future[None], _task: Any) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 class _SlotExecutor(concurrent.futures.ThreadPoolExecutor):
