@@ -377,18 +377,15 @@ class AsyncQueue:
             # Its slot is gone (cancelled by a stop): the unit goes back where a stop finds it.
             self.state.work.put(unit)
 
-    async def _next_unit(self, loop: asyncio.AbstractEventLoop) -> tuple[Unit | None, bool]:
-        """The slot's next unit (None: end) and whether its job_started was sent already."""
+    async def _wait_for_unit(self, loop: asyncio.AbstractEventLoop) -> Unit | None:
+        """The unit the bridge hands a slot that found the buffer empty, its job_started sent
+        already (None: the slot ends)."""
         if self._closing:
-            return None, True
-        try:
-            return self.state.work.get_nowait(), False
-        except queue_module.Empty:
-            pass
+            return None
         waiter: asyncio.Future[Unit | None] = loop.create_future()
         self._waiters.append(waiter)
         self._wanted.release()
-        return await waiter, True
+        return await waiter
 
     # -- the slots (on the loop) ---------------------------------------------------------------
 
@@ -421,22 +418,34 @@ class AsyncQueue:
     async def _take_units(self, loop: asyncio.AbstractEventLoop, executor: _SlotExecutor | None) -> bool:
         """Run the slot's units one after another until it ends; True when it ends left behind
         by an abandoned unit (see _give_up()), False on a stop."""
-        turn = loop.time()
+        slot = asyncio.current_task()
+        assert slot is not None
+        work = self.state.work
+        monotonic = time.monotonic  # the loop's clock, without the loop's method around it
+        turn = monotonic()
         while True:
-            unit, announced = await self._next_unit(loop)
+            if self._closing:
+                return False
+            try:
+                # The buffer's next unit, taken here while it has one (no coroutine to await);
+                # None is a stop marker.
+                unit = work.get_nowait()
+            except queue_module.Empty:
+                unit = await self._wait_for_unit(loop)
+            else:
+                if unit is not None and self.host.announces():
+                    await loop.run_in_executor(self._announcer, self.host.announce, unit.queue, unit.jobs)
             if unit is None:
                 return False
-            if not announced and self.host.announces():
-                await loop.run_in_executor(self._announcer, self.host.announce, unit.queue, unit.jobs)
-            if await self._one_unit(loop, unit, executor):
+            if await self._one_unit(loop, unit, executor, slot):
                 return True
             # A unit whose task ended eagerly gave the loop no turn, nor does the next one taken
             # from a full buffer: the slot hands one back at least every SLOT_TURN_SECONDS, so
             # that deadlines, cancellations, a stop and the other slots are not held up by a row
             # of handlers that each run a while without waiting.
-            if loop.time() - turn >= SLOT_TURN_SECONDS:
+            if monotonic() - turn >= SLOT_TURN_SECONDS:
                 await asyncio.sleep(0)
-                turn = loop.time()
+                turn = monotonic()
 
     @staticmethod
     def _executor(name: str) -> _SlotExecutor | None:
@@ -445,7 +454,9 @@ class AsyncQueue:
             return None
         return _SlotExecutor(max_workers=1, thread_name_prefix=name)
 
-    async def _one_unit(self, loop: asyncio.AbstractEventLoop, unit: Unit, executor: Any) -> bool:
+    async def _one_unit(
+        self, loop: asyncio.AbstractEventLoop, unit: Unit, executor: Any, slot: asyncio.Task[None]
+    ) -> bool:
         """Run one unit to its end; True when the slot was left behind meanwhile (_give_up())."""
         name, jobs = unit.queue, unit.jobs
         # Named for the watchdog's warning by its first job's id (a batch's with " ..."): a join of
@@ -457,8 +468,6 @@ class AsyncQueue:
             # task eagerly): its outcome is handed over already, and there is nothing left to
             # cancel, time or abandon.
             return False
-        slot = asyncio.current_task()
-        assert slot is not None
         self._running[task] = (unit, slot)
         if self._look_timer is None:
             self._look_timer = loop.call_later(LOOK_SECONDS, self._look)
@@ -509,8 +518,10 @@ class AsyncQueue:
             for remove in removers:
                 remove()
         self._running.pop(task, None)
-        self._reasons.pop(task, None)
-        self._expired.discard(task)
+        if self._reasons:
+            self._reasons.pop(task, None)
+        if self._expired:
+            self._expired.discard(task)
 
     def _signalled(self, task: asyncio.Task[None], reason: str) -> None:
         # Runs in the thread that set the signal.
@@ -551,7 +562,6 @@ class AsyncQueue:
     async def _run(self, unit: Unit, executor: Any) -> None:
         name, jobs = unit.queue, unit.jobs
         outcome: Outcome | None = None
-        task = asyncio.current_task()
         try:
             if executor is not None:
                 # In the slot's context (see _slot()). Django's request_finished habit: the
@@ -580,13 +590,14 @@ class AsyncQueue:
             # attempt; a lost claim or a stop put the job back). With no request pending, the
             # handler raised CancelledError itself (or let one through from something it
             # awaited): that is its failure, or the job would stay active until it expired.
+            task = asyncio.current_task()
             cancelled = task is not None and task.cancelling() > 0
             outcome = None if cancelled else Errored(exc)
         except BaseException as exc:
             # As for a handler thread: however a handler ends, it is the job's failure.
             outcome = Errored(exc)
         finally:
-            if task not in self._expired:
+            if not self._expired or asyncio.current_task() not in self._expired:
                 self.host.finish(name, jobs, outcome)
 
     async def _call(self, name: str, jobs: list[Job]) -> Any:
