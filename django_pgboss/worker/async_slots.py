@@ -257,7 +257,9 @@ class AsyncQueue:
         # Slots that found the buffer empty, waiting for the bridge (on the loop only), and how
         # many units the bridge may take for them: it never takes one no slot waits for.
         self._waiters: collections.deque[asyncio.Future[Unit | None]] = collections.deque()
-        self._wanted = threading.Semaphore(0)
+        # One token a waiting slot: a C queue, where a Python semaphore's condition variable cost
+        # an async job's hand-over several microseconds at batch size 1.
+        self._wanted: queue_module.SimpleQueue[bool] = queue_module.SimpleQueue()
         self._closing = False
         self._slots: list[asyncio.Task[None]] = []
         # Each running unit's task: its unit and the slot awaiting it.
@@ -308,7 +310,7 @@ class AsyncQueue:
         # The slots take no unit any more. The bridge may be waiting for a slot to want one, or
         # on the buffer (whose stop markers the slots may have taken): both end it.
         self._closing = True
-        self._wanted.release()
+        self._wanted.put(True)
         self.state.work.put(None)
         self._bridge.join(timeout)
         future = self.loop.submit(self._wait_slots(timeout))
@@ -336,7 +338,7 @@ class AsyncQueue:
         work = self.state.work
         try:
             while True:
-                self._wanted.acquire()
+                self._wanted.get()
                 if self._closing:
                     return
                 units = [work.get()]
@@ -344,15 +346,19 @@ class AsyncQueue:
                 # the loop is woken once for them all, where a wake a unit (a thread switch each)
                 # cost most of an async job's CPU at batch size 1, whose fetches claim a unit for
                 # each free slot at once.
-                while self._wanted.acquire(blocking=False):
+                while True:
+                    try:
+                        self._wanted.get_nowait()
+                    except queue_module.Empty:
+                        break
                     if self._closing:
-                        # Perhaps join()'s own permit: given back for the acquire above to see.
-                        self._wanted.release()
+                        # Perhaps join()'s own token: given back for the get above to see.
+                        self._wanted.put(True)
                         break
                     try:
                         units.append(work.get_nowait())
                     except queue_module.Empty:
-                        self._wanted.release()
+                        self._wanted.put(True)
                         break
                 for unit in units:
                     if unit is not None:
@@ -384,7 +390,7 @@ class AsyncQueue:
             return None
         waiter: asyncio.Future[Unit | None] = loop.create_future()
         self._waiters.append(waiter)
-        self._wanted.release()
+        self._wanted.put(True)
         return await waiter
 
     # -- the slots (on the loop) ---------------------------------------------------------------
