@@ -210,6 +210,51 @@ def test_a_handlers_own_timeout_is_its_error_not_the_deadline():
     assert job_row(job_id, "output")[0]["name"] == "TimeoutError"
 
 
+def test_a_slot_runs_each_next_job_uncancelled_whatever_cancelled_the_one_before():
+    # One slot runs these one after another in its own task: the worker's cancellation at a
+    # deadline, a handler's asyncio.timeout(), and a handler cancelling its own task (caught or
+    # not) must each stay with their job.
+    boss.create_queue("a", expire_in_seconds=1, retry_limit=0)
+    kinds = ["deadline", "timeout", "cancel-and-return", "cancel-and-await", "task-group", "plain"]
+    ids = {kind: boss.send("a", {"kind": kind}) for kind in kinds}
+
+    async def handler(job):
+        kind = job.data["kind"]
+        if kind == "deadline":
+            await asyncio.sleep(30)
+        elif kind == "timeout":
+            async with asyncio.timeout(0.05):
+                await asyncio.sleep(5)
+        elif kind == "cancel-and-return":
+            asyncio.current_task().cancel()
+            return {"returned": True}
+        elif kind == "cancel-and-await":
+            asyncio.current_task().cancel()
+            await asyncio.sleep(5)
+        elif kind == "task-group":
+            async with asyncio.TaskGroup() as group:
+                naps = [group.create_task(asyncio.sleep(0.05, result=n)) for n in range(3)]
+            return {"naps": [nap.result() for nap in naps]}
+        await asyncio.sleep(0.2)
+        return {"slept": True}
+
+    worker, thread = in_process(Registration("a", handler, concurrency=1, polling_interval_seconds=0.1))
+    try:
+        wait_for(lambda: job_row(ids["plain"], "state")[0] in ("completed", "failed"), timeout=20)
+    finally:
+        worker.stop()
+        thread.join(30)
+    outcome = {kind: job_row(job_id, "state", "output") for kind, job_id in ids.items()}
+    assert outcome["deadline"][0] == "failed" and outcome["deadline"][1]["name"] == "JobDeadlineExceeded"
+    assert outcome["timeout"][0] == "failed" and outcome["timeout"][1]["name"] == "TimeoutError"
+    assert outcome["cancel-and-return"] == ("completed", {"returned": True})
+    # A cancellation the handler asked of its own task and let through is its own failure.
+    assert outcome["cancel-and-await"][0] == "failed"
+    assert outcome["cancel-and-await"][1]["name"] == "CancelledError"
+    assert outcome["task-group"] == ("completed", {"naps": [0, 1, 2]})
+    assert outcome["plain"] == ("completed", {"slept": True})
+
+
 def test_heartbeats_keep_a_long_async_job_alive():
     boss.create_queue("a", heartbeat_seconds=10)
     job_id = boss.send("a", {})

@@ -58,7 +58,6 @@ import contextlib
 import inspect
 import logging
 import queue as queue_module
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -68,7 +67,6 @@ from typing import Any, Protocol
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
 from django.db import close_old_connections, connections
 
-from django_pgboss.cancellation import DEADLINE
 from django_pgboss.records import Job
 from django_pgboss.worker import job_logs
 from django_pgboss.worker.messages import Errored, Outcome, Returned, Unit
@@ -262,17 +260,19 @@ class AsyncQueue:
         self._wanted: queue_module.SimpleQueue[bool] = queue_module.SimpleQueue()
         self._closing = False
         self._slots: list[asyncio.Task[None]] = []
-        # Each running unit's task: its unit and the slot awaiting it.
-        self._running: dict[asyncio.Task[None], tuple[Unit, asyncio.Task[None]]] = {}
+        # Everything below is keyed by the slot's task, which runs its unit's coroutine itself.
+        # The unit each slot is running now.
+        self._running: dict[asyncio.Task[None], Unit] = {}
         # The running units a look found (see _look()): their deadline timers (None: no
         # deadline) and their signals' callbacks to remove when they end.
         self._watched: dict[asyncio.Task[None], _Armed] = {}
         self._look_timer: asyncio.TimerHandle | None = None
-        # Why each cancelled unit was cancelled (a job signal's reason), and the units failed at
-        # their deadline, whose end is no longer theirs to settle.
-        self._reasons: dict[asyncio.Task[None], str] = {}
+        # How many cancel() requests the worker made of a slot for its running unit (each undone
+        # once the unit ends), and the units failed at their deadline, whose end is no longer
+        # theirs to settle.
+        self._cancels: dict[asyncio.Task[None], int] = {}
         self._expired: set[asyncio.Task[None]] = set()
-        # Slots left awaiting a unit that ignored its cancellation (see _give_up()): each ends
+        # Slots left running a unit that ignored its cancellation (see _give_up()): each ends
         # once that unit does, and another slot has taken its place.
         self._left: set[asyncio.Task[None]] = set()
         queue = self.registration.queue
@@ -300,10 +300,10 @@ class AsyncQueue:
         return self.loop.submit(self._cancel_running()).result(timeout=10)
 
     async def _cancel_running(self) -> int:
-        tasks = [task for task in self._running if not task.done()]
-        for task in tasks:
-            task.cancel()
-        return len(tasks)
+        running = list(self._running.items())
+        for slot, unit in running:
+            self._cancel_unit(slot, unit)
+        return len(running)
 
     def join(self, timeout: float) -> None:
         """Wait for the slots to end (after the buffer's stop markers or a cancel)."""
@@ -405,11 +405,10 @@ class AsyncQueue:
             return
         left = False
         try:
-            # One context for every job the slot runs on this executor, entered here and
-            # inherited by each job's task (a task starts with a copy of its creator's
-            # context): the jobs run one after another on the slot's one thread, as they did
-            # with a context entered for each job, which cost a fifth of the loop's time a
-            # job (bench/README.md, the async drain).
+            # One context for every job the slot runs on this executor, entered here: the jobs
+            # run one after another on the slot's one thread, as they did with a context
+            # entered for each job, which cost a fifth of the loop's time a job
+            # (bench/README.md, the async drain).
             async with ThreadSensitiveContext(executor=executor):
                 left = await self._take_units(loop, executor)
         finally:
@@ -445,7 +444,7 @@ class AsyncQueue:
                 return False
             if await self._one_unit(loop, unit, executor, slot):
                 return True
-            # A unit whose task ended eagerly gave the loop no turn, nor does the next one taken
+            # A unit that ended without waiting gave the loop no turn, nor does the next one taken
             # from a full buffer: the slot hands one back at least every SLOT_TURN_SECONDS, so
             # that deadlines, cancellations, a stop and the other slots are not held up by a row
             # of handlers that each run a while without waiting.
@@ -463,35 +462,41 @@ class AsyncQueue:
     async def _one_unit(
         self, loop: asyncio.AbstractEventLoop, unit: Unit, executor: Any, slot: asyncio.Task[None]
     ) -> bool:
-        """Run one unit to its end; True when the slot was left behind meanwhile (_give_up())."""
+        """Run one unit to its end in the slot's own task; True when the slot was left behind
+        meanwhile (_give_up()).
+
+        The slot runs the unit's coroutine itself, as a handler thread calls its handler: a task a
+        unit, and the loop's passes to start it and to wake the slot when it ended, were most of
+        what an async job cost over a threaded one (bench/README.md, the async drain). So the
+        coroutine's current task is its slot's: a cancellation (asyncio.timeout(), a TaskGroup)
+        it starts is its own and undone by it, as asyncio's structured cancellation undoes it;
+        the worker's own cancel() requests are counted and undone once the unit ends. As on a
+        handler thread, a context variable a handler sets and does not reset is still set for
+        the slot's next job.
+        """
         name, jobs = unit.queue, unit.jobs
         # Named for the watchdog's warning by its first job's id (a batch's with " ..."): a join of
         # up to five ids, as log lines spell them, took a tenth of the loop's time a job.
         more = " ..." if len(jobs) > 1 else ""
-        task = _start_task(loop, self._run(unit, executor), f"pgboss-job {name} {jobs[0].id}{more}")
-        if task.done():
-            # The handler ended without waiting on anything (Python 3.12 and later start the
-            # task eagerly): its outcome is handed over already, and there is nothing left to
-            # cancel, time or abandon.
-            return False
-        self._running[task] = (unit, slot)
+        slot_name = slot.get_name()
+        slot.set_name(f"pgboss-job {name} {jobs[0].id}{more}")
+        self._running[slot] = unit
         if self._look_timer is None:
             self._look_timer = loop.call_later(LOOK_SECONDS, self._look)
         try:
-            # The unit's task wakes the slot itself when it ends: no future of the slot's own
-            # to set, which cost the loop one more callback a job.
-            await task
-        except asyncio.CancelledError:
-            if not task.cancelled() or slot.cancelling():
-                task.cancel()  # the slot itself is cancelled: the loop is going away
-                raise
-            # Only the unit's task was cancelled (by a stop), before its coroutine started.
+            # Raises only a stop's cancellation of the slot itself (see _run()).
+            await self._run(unit, executor, slot)
         finally:
-            self._forget(task)
-        if slot.cancelling():
-            # The slot was cancelled while its unit's coroutine caught the cancellation passed
-            # on to it and returned: the slot ends all the same.
-            raise asyncio.CancelledError
+            self._forget(slot)
+            self._expired.discard(slot)
+            slot.set_name(slot_name)
+        if slot.cancelling() and not self._closing:
+            # The coroutine cancelled its own task and caught it, or returned before it was
+            # delivered: the cancellation is taken here, so the slot's next unit starts clean.
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0)
+            while slot.uncancel():
+                pass
         return slot in self._left
 
     def _look(self) -> None:
@@ -505,67 +510,62 @@ class AsyncQueue:
         already passed fires at once.
         """
         loop = self.loop.loop
-        for task, (unit, _slot) in list(self._running.items()):
-            if task in self._watched or task.done():
+        for slot, unit in list(self._running.items()):
+            if slot in self._watched:
                 continue
-            removers = [job.signal.add_callback(partial(self._signalled, task)) for job in unit.jobs]
+            removers = [job.signal.add_callback(partial(self._signalled, slot, unit)) for job in unit.jobs]
             deadline = self.host.deadline(unit.jobs)
-            timer = None if deadline is None else loop.call_at(deadline, self._deadline_passed, task, unit)
-            self._watched[task] = (timer, removers)
+            timer = None if deadline is None else loop.call_at(deadline, self._deadline_passed, slot, unit)
+            self._watched[slot] = (timer, removers)
         self._look_timer = loop.call_later(LOOK_SECONDS, self._look) if self._running else None
 
-    def _forget(self, task: asyncio.Task[None]) -> None:
-        """The unit's task ended, or was abandoned: its timer and callbacks go."""
-        watched = self._watched.pop(task, None)
+    def _forget(self, slot: asyncio.Task[None]) -> None:
+        """The slot's unit ended, or was abandoned: its timer and callbacks go."""
+        watched = self._watched.pop(slot, None)
         if watched is not None:
             timer, removers = watched
             if timer is not None:
                 timer.cancel()
             for remove in removers:
                 remove()
-        self._running.pop(task, None)
-        if self._reasons:
-            self._reasons.pop(task, None)
-        if self._expired:
-            self._expired.discard(task)
+        self._running.pop(slot, None)
 
-    def _signalled(self, task: asyncio.Task[None], reason: str) -> None:
+    def _signalled(self, slot: asyncio.Task[None], unit: Unit, reason: str) -> None:
         # Runs in the thread that set the signal.
         with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs any more
-            self.loop.call(self._cancel_task, task, reason)
+            self.loop.call(self._cancel_unit, slot, unit)
 
-    def _cancel_task(self, task: asyncio.Task[None], reason: str) -> None:
-        if not task.done():
-            self._reasons.setdefault(task, reason)
-            task.cancel()
+    def _cancel_unit(self, slot: asyncio.Task[None], unit: Unit) -> None:
+        """Cancel ``unit``'s coroutine, if its slot is still running it (on the loop)."""
+        if self._running.get(slot) is unit:
+            self._cancels[slot] = self._cancels.get(slot, 0) + 1
+            slot.cancel()
 
-    def _deadline_passed(self, task: asyncio.Task[None], unit: Unit) -> None:
-        if task.done():
+    def _deadline_passed(self, slot: asyncio.Task[None], unit: Unit) -> None:
+        if self._running.get(slot) is not unit:
             return
-        self._expired.add(task)
+        self._expired.add(slot)
         self.host.expired(unit.queue, unit.jobs)  # fails the attempt, frees its place, sets the jobs' signals
-        self._cancel_task(task, DEADLINE)
-        asyncio.get_running_loop().call_later(ABANDON_GRACE_SECONDS, self._give_up, task)
+        self._cancel_unit(slot, unit)
+        asyncio.get_running_loop().call_later(ABANDON_GRACE_SECONDS, self._give_up, slot, unit)
 
-    def _give_up(self, task: asyncio.Task[None]) -> None:
-        """A unit cancelled at its deadline is still running: leave it running, and open a slot in
-        place of the one awaiting it (which ends when the unit does)."""
-        running = self._running.get(task)
-        if running is None or task.done():
+    def _give_up(self, slot: asyncio.Task[None], unit: Unit) -> None:
+        """A unit cancelled at its deadline is still running: leave its slot running it, and open
+        a slot in its place (the one left behind ends when the unit does)."""
+        if self._running.get(slot) is not unit:
             return
-        unit, slot = running
         name, jobs = unit.queue, unit.jobs
         self.host.abandoned(name, jobs)
-        task.add_done_callback(lambda _task: self.host.abandoned_ended(name, jobs))
-        self._forget(task)
+        slot.add_done_callback(lambda _slot: self.host.abandoned_ended(name, jobs))
+        self._forget(slot)
         self._left.add(slot)
         slot.add_done_callback(self._left.discard)
         if slot in self._slots:
             self._slots.remove(slot)
             if not self._closing:
-                self._open_slot(slot.get_name())
+                self._open_slot(f"pgboss-async-{self.registration.queue}-{len(self._slots)}")
 
-    async def _run(self, unit: Unit, executor: Any) -> None:
+    async def _run(self, unit: Unit, executor: Any, slot: asyncio.Task[None]) -> None:
         name, jobs = unit.queue, unit.jobs
         outcome: Outcome | None = None
         try:
@@ -591,19 +591,26 @@ class AsyncQueue:
                             await asyncio.shield(sync_to_async(_quietly(connections.close_all))())
             outcome = Returned(value)
         except asyncio.CancelledError as exc:
-            # Cancelled through a job's signal or by a stop (a cancel() request is pending on
-            # the task): nothing of it is settled here (at the deadline the worker failed the
-            # attempt; a lost claim or a stop put the job back). With no request pending, the
-            # handler raised CancelledError itself (or let one through from something it
-            # awaited): that is its failure, or the job would stay active until it expired.
-            task = asyncio.current_task()
-            cancelled = task is not None and task.cancelling() > 0
-            outcome = None if cancelled else Errored(exc)
+            # Cancelled through a job's signal or by a stop: nothing of it is settled here (at
+            # the deadline the worker failed the attempt; a lost claim or a stop put the job
+            # back). With no request of the worker's, the handler raised CancelledError itself
+            # or cancelled its own task: that is its failure, or the job would stay active
+            # until it expired; and a cancellation of the slot by a stop goes on to end it.
+            if self._cancels.get(slot):
+                outcome = None
+            elif self._closing and slot.cancelling():
+                raise
+            else:
+                outcome = Errored(exc)
         except BaseException as exc:
             # As for a handler thread: however a handler ends, it is the job's failure.
             outcome = Errored(exc)
         finally:
-            if not self._expired or asyncio.current_task() not in self._expired:
+            # The worker's own requests are undone whether the coroutine let them through or
+            # caught them and went on to return: the slot's next unit starts uncancelled.
+            for _ in range(self._cancels.pop(slot, 0)):
+                slot.uncancel()
+            if slot not in self._expired:
                 self.host.finish(name, jobs, outcome)
 
     async def _call(self, name: str, jobs: list[Job]) -> Any:
@@ -629,21 +636,6 @@ class AsyncQueue:
             seconds = time.perf_counter() - began
             self.host.ended(name, seconds)
             job_logs.ended(name, jobs, seconds, raised)
-
-
-def _start_task(loop: asyncio.AbstractEventLoop, coroutine: Any, name: str) -> asyncio.Task[None]:
-    """A task for a unit's coroutine, started eagerly where asyncio can (Python 3.12 and later).
-
-    An eager task runs its coroutine at once, up to its first wait, within this call. A handler
-    that never waits (a no-op, or one whose awaits all complete at once) then ends here, without
-    the round trips through the loop that scheduling its steps and waking its slot take: most of
-    what an async job costs over a threaded one (bench/README.md, the peers' async drain). One
-    that waits goes on as any task does. The cancellations a job's signal or a stop sends are
-    delivered through the loop, so none can reach the coroutine before its first wait either way.
-    """
-    if sys.version_info >= (3, 12):
-        return asyncio.Task(coroutine, loop=loop, name=name, eager_start=True)
-    return loop.create_task(coroutine, name=name)
 
 
 class _SlotExecutor(concurrent.futures.ThreadPoolExecutor):
