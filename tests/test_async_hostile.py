@@ -74,8 +74,8 @@ def test_a_coroutine_that_never_lets_its_cancellation_through_is_abandoned_and_i
 def test_handlers_that_each_run_a_while_without_waiting_still_give_the_loop_its_turns():
     # Each job holds the loop for 0.2 s, well under the watchdog's second; 20 of them claimed at
     # once run one after another on the slot. Were they run back to back without a turn of the
-    # loop between them (a task that ends at once, started eagerly), the loop would be held for
-    # 4 s and the watchdog would say so.
+    # loop between them (the slot runs each coroutine itself, and one that never waits gives the
+    # loop nothing back), the loop would be held for 4 s and the watchdog would say so.
     boss.create_queue("aspin")
     ids = [boss.send("aspin", {"seconds": 0.2}) for _ in range(20)]
     result = run_worker("--queue", "aspin", "--burst")

@@ -405,6 +405,13 @@ def test_a_coroutine_that_swallows_its_cancellation_is_abandoned_and_its_slot_go
         after = boss.send("a", {})
         wait_for(lambda: job_row(after, "state") == ("completed",), timeout=15)
         assert worker.stats.abandoned == 1 and worker.stats.deadlines == 1
+        release.set()
+        # The abandoned coroutine ends: its place was freed at the deadline, and is not freed
+        # again (the queue would then claim two jobs at once for its one slot).
+        wait_for(lambda: worker._async.abandoned == 0, timeout=15)
+        time.sleep(0.3)
+        queue_state = worker._board.queues["a"]
+        assert queue_state.free == queue_state.capacity == 1
     finally:
         release.set()
         worker.stop()

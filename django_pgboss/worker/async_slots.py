@@ -260,6 +260,7 @@ class AsyncQueue:
         self._wanted: queue_module.SimpleQueue[bool] = queue_module.SimpleQueue()
         self._closing = False
         self._slots: list[asyncio.Task[None]] = []
+        self._opened = 0
         # Everything below is keyed by the slot's task, which runs its unit's coroutine itself.
         # The unit each slot is running now.
         self._running: dict[asyncio.Task[None], Unit] = {}
@@ -289,10 +290,13 @@ class AsyncQueue:
         self._bridge.start()
 
     async def _start_slots(self) -> None:
-        for index in range(self.concurrency):
-            self._open_slot(f"pgboss-async-{self.registration.queue}-{index}")
+        for _ in range(self.concurrency):
+            self._open_slot()
 
-    def _open_slot(self, name: str) -> None:
+    def _open_slot(self) -> None:
+        """Start one more slot (on the loop), numbered after every slot the queue had."""
+        name = f"pgboss-async-{self.registration.queue}-{self._opened}"
+        self._opened += 1
         self._slots.append(asyncio.get_running_loop().create_task(self._slot(name), name=name))
 
     def cancel_running(self) -> int:
@@ -563,7 +567,7 @@ class AsyncQueue:
         if slot in self._slots:
             self._slots.remove(slot)
             if not self._closing:
-                self._open_slot(f"pgboss-async-{self.registration.queue}-{len(self._slots)}")
+                self._open_slot()
 
     async def _run(self, unit: Unit, executor: Any, slot: asyncio.Task[None]) -> None:
         name, jobs = unit.queue, unit.jobs
