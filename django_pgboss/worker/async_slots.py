@@ -626,8 +626,8 @@ class AsyncQueue:
         job_logs.started(name, jobs)
         began = time.perf_counter()
         raised: BaseException | None = None
-        # The unit's own task: what the coroutine runs through sync_to_async sees it too, so that
-        # off_work() called from the handler knows whose it is (state.RUNNING_HANDLER).
+        # Set for the unit's run only, and seen by what the coroutine runs through sync_to_async,
+        # so that off_work() called from the handler knows whose it is (state.RUNNING_HANDLER).
         inside = RUNNING_HANDLER.set(self.state)
         try:
             with self.host.span(name, jobs):
