@@ -23,7 +23,7 @@ coroutine is cancelled. Both are armed by a look at the queue's running units ev
 so a unit that ends sooner pays for neither; a signal set before the look cancels the coroutine
 at it. A coroutine that swallows the cancellation and runs on for longer than
 ABANDON_GRACE_SECONDS is abandoned: left running, counted and logged, and a new slot takes the
-next unit in place of the one left awaiting it.
+next unit in place of the one left running it.
 
 How a unit reaches a slot: a free slot takes the next unit from the queue's buffer itself, on the
 loop (a non-blocking get), so a job crosses no thread on its way to its coroutine while the buffer
