@@ -15,6 +15,8 @@ the wait count, and a descheduled process accrues nothing):
   await boss.asend             the async twin, awaited in turn (sync_to_async, thread_sensitive)
   statement_cursor + Boss SQL  Boss's cursor and statement without Boss's Python
   psycopg cursor + Boss SQL    the psycopg cursor under it, on Django's connection, bare
+  ... + a send's least work    that cursor, plus what any send of a Django app does: look up
+                               Django's connection, draw the job's id, encode and check the data
   sync_to_async no-op hop      await sync_to_async(thread_sensitive=True) of a function that does
                                nothing: what any twin pays on top of its sync call, the least a
                                hop onto Django's thread costs (no job is sent)
@@ -53,6 +55,7 @@ from django_pgboss.api.boss import Boss
 from django_pgboss.db.context import DatabaseContext
 from django_pgboss.db.cursors import statement_cursor
 from django_pgboss.plans import jobs as job_plans
+from django_pgboss.wire import random_uuid_text, to_json
 
 QUEUE = "bench_send_client"
 
@@ -111,6 +114,21 @@ def variants() -> dict[str, Callable[[int], None]]:
         for i in range(n):
             cursor.execute(sql, boss_params(i), prepare=True)
 
+    def least_send(n: int) -> None:
+        raw = connections["default"].connection
+        cursor = psycopg.Cursor(raw)
+        for i in range(n):
+            connection = connections["default"]
+            if connection.in_atomic_block:
+                raise AssertionError("the bench sends in autocommit")
+            params = {
+                "name": QUEUE,
+                "id": random_uuid_text(),
+                "data": to_json({"i": i}, "data"),
+                "options": None,
+            }
+            cursor.execute(sql, params, prepare=True)
+
     def noop_hop(n: int) -> None:
         async def run() -> None:
             hop = sync_to_async(_nothing, thread_sensitive=True)
@@ -126,6 +144,7 @@ def variants() -> dict[str, Callable[[int], None]]:
         "await boss.asend": boss_asend,
         "statement_cursor + Boss SQL": boss_cursor,
         "psycopg cursor + Boss SQL": psycopg_cursor,
+        "... + a send's least work": least_send,
         "sync_to_async no-op hop": noop_hop,
     }
 
