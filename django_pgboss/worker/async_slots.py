@@ -564,10 +564,10 @@ class AsyncQueue:
         self._forget(slot)
         self._left.add(slot)
         slot.add_done_callback(self._left.discard)
-        if slot in self._slots:
-            self._slots.remove(slot)
-            if not self._closing:
-                self._open_slot()
+        # A slot running a unit is one of the queue's slots: only this leaves one behind.
+        self._slots.remove(slot)
+        if not self._closing:
+            self._open_slot()
 
     async def _run(self, unit: Unit, executor: Any, slot: asyncio.Task[None]) -> None:
         name, jobs = unit.queue, unit.jobs
