@@ -7,10 +7,12 @@ tests/test_input_bounds.py.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import json
 import uuid
 
 import pytest
+from django.core.serializers.json import DjangoJSONEncoder
 
 from django_pgboss import arguments, wire
 from django_pgboss.exceptions import (
@@ -266,3 +268,31 @@ def test_random_uuid_text_is_a_canonical_version_4_uuid_of_122_random_bits():
     assert set_in_all & ~fixed == 0
     assert set_in_all == (0x4 << 76) | (0x2 << 62)
     assert set_in_some & fixed == set_in_all & fixed
+
+
+def test_to_json_says_circular_data_is_circular():
+    loop: list = []
+    loop.append(loop)
+    with pytest.raises(JobDataNotSerializable, match="job data cannot be stored as JSON: Circular reference"):
+        wire.to_json({"a": loop}, "job data")
+
+
+@pytest.mark.parametrize("encoder", ["c-encoder", "encode"])
+def test_to_json_writes_what_djangos_encoder_writes(encoder, monkeypatch):
+    if encoder == "encode":
+        monkeypatch.setattr(wire, "_DIRECT_ENCODER", None)
+    else:
+        # CPython's C accelerator, which to_json() calls directly on both CI Pythons.
+        assert wire._DIRECT_ENCODER is not None
+    values = [
+        {"i": 1},
+        "a string",
+        5,
+        [1, 2.5, None, True, False, "é", "😀", {"nested": {"deeper": []}}],
+        {1: "an int key", "é": "non-ASCII"},
+        [dt.datetime(2026, 12, 7, 6, 30, 1, 123456, tzinfo=dt.UTC), dt.date(2026, 12, 7), uuid.UUID(int=7)],
+        [decimal.Decimal("1.10"), dt.timedelta(seconds=90)],
+    ]
+    for value in values:
+        expected = json.dumps(value, cls=DjangoJSONEncoder, separators=(",", ":"), ensure_ascii=False)
+        assert wire.to_json(value, "job data") == expected
