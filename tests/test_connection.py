@@ -6,13 +6,17 @@ import datetime
 import zoneinfo
 
 import pytest
-from django.db import DataError, connection, transaction
+from django.db import DataError, connection, reset_queries, transaction
 from django.db.transaction import TransactionManagementError
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from django_pgboss import boss
+from django_pgboss import Boss, boss
+from django_pgboss.db.installed import not_installed_message
+from django_pgboss.exceptions import SchemaNotInstalled
 from django_pgboss.models import Job as JobRow
+from django_pgboss.observability import tracing
+from tests.helpers import install_schema, uninstall_schema
 
 pytestmark = pytest.mark.django_db
 
@@ -35,6 +39,43 @@ def test_logged_queries_include_ours(queue):
     with CaptureQueriesContext(connection) as captured:
         boss.send(queue, {"n": 1})
     assert any("INSERT INTO" in query["sql"] for query in captured.captured_queries)
+
+
+def test_debugs_query_log_includes_a_send_however_debug_was_turned_on(queue, settings):
+    # Counted rather than read: on Django 5.2 the log keeps no text for a prepared statement
+    # (its last_executed_query() reads the psycopg cursor's last query text, which a prepared
+    # statement's execution does not set); Django 6 formats it from the statement and parameters.
+    boss.send(queue, {"n": 0})  # the queue's route cached: the sends below take the hot path
+    with override_settings(DEBUG=True):
+        reset_queries()
+        boss.send(queue, {"n": 1})
+        assert len(connection.queries) == 1
+    # An assignment, as Django's test runner makes, rather than override_settings().
+    settings.DEBUG = True
+    reset_queries()
+    boss.send(queue, {"n": 2})
+    assert len(connection.queries) == 1
+    settings.DEBUG = False
+    reset_queries()
+    boss.send(queue, {"n": 3})
+    assert connection.queries == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_send_on_a_cached_route_says_the_schema_is_gone(monkeypatch):
+    # A send of data alone on a cached route takes send()'s hot path when no span is to be
+    # recorded (an earlier test may have set a tracer provider for good).
+    monkeypatch.setattr(tracing, "active", lambda: False)
+    install_schema("hot_path_gone")
+    try:
+        gone = Boss(schema="hot_path_gone")
+        gone.create_queue("q")
+        assert gone.send("q", {"n": 1}) is not None  # the queue's route cached
+    finally:
+        uninstall_schema("hot_path_gone")
+    with pytest.raises(SchemaNotInstalled) as raised:
+        gone.send("q", {"n": 2})
+    assert str(raised.value) == not_installed_message("default")
 
 
 def test_errors_are_djangos(queue):

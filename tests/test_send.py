@@ -24,6 +24,7 @@ from django_pgboss import (
     boss,
 )
 from django_pgboss.db.identifiers import schema_key
+from django_pgboss.observability import tracing
 from tests.conftest import database_url
 from tests.helpers import count_jobs, job_row, rows
 
@@ -418,6 +419,54 @@ def test_insert_of_data_only_jobs_writes_the_rows_the_general_statement_writes(p
         }
     else:
         assert count_jobs("lean") < 2 * len(DATA_ONLY)  # the policy dropped some keyless jobs
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("partition", [False, True], ids=["shared", "own-table"])
+@pytest.mark.parametrize("policy", ["standard", "short", "singleton", "stately", "exclusive"])
+@pytest.mark.parametrize("atomic", [False, True], ids=["autocommit", "in-transaction"])
+def test_a_send_of_data_alone_writes_and_drops_what_the_general_send_does(
+    policy, partition, atomic, monkeypatch
+):
+    """send() of nothing but data takes a hot path once its queue's route is cached (JobSender.send());
+    it must write, and drop under a policy, what the general path writes for the same jobs."""
+    boss.create_queue("dlq")
+    settings = dict(
+        policy=policy, partition=partition, retry_limit=4, retry_delay=3, retry_backoff=True,
+        retry_delay_max=50, expire_in_seconds=90, retention_seconds=600, delete_after_seconds=7,
+        heartbeat_seconds=30, dead_letter="dlq",
+    )  # fmt: skip
+    boss.create_queue("hot", **settings)
+    boss.create_queue("general", **settings)
+    # The first send of each reads and caches its queue's route.
+    assert boss.send("hot", "first") is not None
+    assert boss.send("general", "first", priority=0) is not None  # an option: the general path
+    # A span to record sends every job the general way: as without a tracer provider, which an
+    # earlier test of the session may have set for good.
+    monkeypatch.setattr(tracing, "active", lambda: False)
+    general_path = []
+    sender = type(boss._sender)
+    general_send = sender._send
+    monkeypatch.setattr(
+        sender,
+        "_send",
+        lambda self, name, *args, **kwargs: (
+            general_path.append(name) or general_send(self, name, *args, **kwargs)
+        ),
+    )
+    values = [job.get("data") for job in DATA_ONLY] * 2
+    with transaction.atomic() if atomic else contextlib.nullcontext():
+        hot = [boss.send("hot", data) for data in values]
+        general = [boss.send("general", data, priority=0) for data in values]
+    assert "hot" not in general_path
+    assert [job_id is None for job_id in hot] == [job_id is None for job_id in general]
+    assert sorted(stored_rows("hot"), key=repr) == sorted(stored_rows("general"), key=repr)
+    sent = [job_id for job_id in hot if job_id is not None]
+    assert len(sent) == count_jobs("hot") - 1
+    if policy in ("standard", "singleton"):  # singleton limits active jobs, not queued ones
+        assert None not in hot
+    else:
+        assert None in hot  # the policy dropped some keyless jobs
 
 
 @pytest.mark.django_db(transaction=True)

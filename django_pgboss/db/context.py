@@ -24,7 +24,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django_pgboss import clocks
 from django_pgboss.conf import pgboss_settings
 from django_pgboss.constants import Backend
-from django_pgboss.db.cursors import statement_cursor
+from django_pgboss.db.cursors import raise_if_not_installed, ready_cursor, statement_cursor, thread_connection
 from django_pgboss.db.identifiers import advisory_lock_key, quote_job_table, quote_schema, schema_key
 from django_pgboss.exceptions import QueueNotFound, StatementReturnedNoRow
 from django_pgboss.plans import jobs as job_plans
@@ -200,6 +200,31 @@ class DatabaseContext:
             cursor.execute(sql, params)
             return int(cursor.rowcount)
 
+    def written_on_ready_cursor(
+        self, sql: str, params: Params, connection: BaseDatabaseWrapper, *, returning: bool
+    ) -> int | None:
+        """How many rows ``sql`` wrote, run on the reused cursor of db/cursors.ready_cursor() without
+        entering statement_cursor(): a send's hot path (api/sending.py), where entering it is a
+        measurable part of the whole. Counted from the rows the statement returns when
+        ``returning`` (Citus counts a row that ON CONFLICT dropped as written), else from the row
+        count. ``connection`` is the calling thread's (connection()).
+
+        None, with nothing run, where the connection has no such cursor (PREPARED_STATEMENTS off,
+        the citus-distributed backend): the caller then runs the statement the usual way. Errors
+        are those of rowcount() and all(), a schema that is not installed included.
+        """
+        using = self.using
+        cursor = ready_cursor(using, connection)
+        if cursor is None:
+            return None
+        try:
+            cursor.execute(sql, params)
+            written: int = len(cursor.fetchall()) if returning else cursor.rowcount
+        except Exception as exc:
+            raise_if_not_installed(exc, using, self.schema)
+            raise
+        return written
+
     def table(
         self, sql: str, params: Params = None, *, connection: BaseDatabaseWrapper | None = None
     ) -> Table:
@@ -231,7 +256,7 @@ class DatabaseContext:
     def connection(self) -> BaseDatabaseWrapper:
         """The calling thread's Django connection for this alias (``connections[using]``), for a
         caller that asks it more than one thing in one call (send(): in_atomic_block, a cursor)."""
-        return connections[self.using]
+        return thread_connection(self.using)
 
     @property
     def in_atomic_block(self) -> bool:
@@ -279,6 +304,10 @@ class DatabaseContext:
         with self._routes_lock:
             self._routes[name] = route
         return route
+
+    def cached_route(self, name: str) -> QueueRoute | None:
+        """Queue ``name``'s route if it is cached, else None; reads nothing (a send's hot path)."""
+        return self._routes.get(name)
 
     def recheck_route(
         self, name: str, used: QueueRoute, *, at_most_every: float | None = None

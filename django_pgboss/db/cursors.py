@@ -13,11 +13,13 @@ Django's own cursor wrapper so those see our statements too.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import threading
 from typing import Any
 
 import psycopg
+from django.conf import settings
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.postgresql.psycopg_any import register_tzloader
@@ -34,6 +36,16 @@ from django_pgboss.plans.fragments import routable
 PREPARE_THRESHOLD = 1
 
 _local = threading.local()
+
+#: Where Django's settings object keeps each setting it has read: it drops one there whenever
+#: the setting changes (an assignment, override_settings), and reading it again puts it back.
+#: A setting read there is current, for a dict lookup instead of LazyObject's Python-level
+#: __getattribute__.
+_SETTINGS_READ: dict[str, Any] = object.__getattribute__(settings, "__dict__")
+
+# asyncio's own lookup of the running loop, which answers None off a loop where the public
+# get_running_loop() raises.
+_get_running_loop = asyncio._get_running_loop
 
 #: The (alias, quoted schema) pairs whose job_now() a TestClock (django_pgboss.testing) overrides
 #: in this process: on the citus-distributed backend their statements take the test clock's time
@@ -53,6 +65,27 @@ def bind_test_clock(alias: str, quoted_schema: str, *, attached: bool) -> None:
 #: psycopg's own timestamptz loader (its C one where psycopg's binary package is installed).
 _TIMESTAMPTZ_OID = psycopg.adapters.types["timestamptz"].oid
 _NATIVE_TIMESTAMPTZ_LOADER = psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
+
+
+def thread_connection(alias: str) -> BaseDatabaseWrapper:
+    """``connections[alias]`` for the calling thread, found the short way when it can be.
+
+    Django keeps each thread's connections in asgiref's ``Local(thread_critical=True)``, which, on
+    a thread that runs no event loop, stores them in a plain ``threading.local``; its lookup asks
+    asyncio for a running loop by catching the RuntimeError raised where there is none, a
+    microsecond or more of every statement. Here that store is read directly where it is one (the
+    asgiref releases Django supports), after the cheaper test for a running loop; on a thread
+    that runs a loop, before the thread's first use of the alias, or with another asgiref,
+    ``connections[alias]`` answers as usual.
+    """
+    if _get_running_loop() is None:
+        # Django's (private) store, which django-stubs does not declare.
+        store = getattr(connections._connections, "_storage", None)  # type: ignore[attr-defined]
+        if type(store) is threading.local:
+            connection = store.__dict__.get(alias)
+            if connection is not None:
+                return connection
+    return connections[alias]
 
 
 def statement_cursor(
@@ -94,40 +127,13 @@ class _StatementCursor:
         return cursor
 
     def _enter(self) -> Any:
-        connection = self._connection if self._connection is not None else connections[self._alias]
-        if not pgboss_settings.PREPARED_STATEMENTS:
+        connection = self._connection if self._connection is not None else thread_connection(self._alias)
+        cursor = ready_cursor(self._alias, connection, routed=True)
+        if cursor is None:
+            # PREPARED_STATEMENTS is off: Django's own cursor, closed on leaving.
             self._plain = connection.cursor()
             return self._plain.__enter__()
-        connection.close_if_health_check_failed()
-        raw = connection.connection
-        if raw is None:
-            # ensure_connection() does only this once connected; called on every statement it
-            # also runs Django's async-unsafe check (an environment lookup and a raised
-            # exception), which Boss's own check on a running event loop already made.
-            connection.ensure_connection()
-            raw = connection.connection
-        cursors: dict[str, tuple[Any, psycopg.Cursor, _LeanCursor, Any]] = _local.__dict__.setdefault(
-            "cursors", {}
-        )
-        cached = cursors.get(self._alias)
-        # The connection's time zone is read on each use because a settings change (a test's
-        # override_settings) resets it, and Django then loads timestamps in the new one.
-        timezone = connection.timezone
-        if cached is None or cached[0] is not raw or cached[1].closed or cached[3] is not timezone:
-            # Django opens connections with prepared statements disabled (for connection
-            # poolers); they are enabled here for server-side binding cursors, which only we use.
-            if raw.prepare_threshold is None:
-                raw.prepare_threshold = PREPARE_THRESHOLD
-            cursor = psycopg.Cursor(raw)
-            load_timestamps_as_django_does(cursor, timezone)
-            cached = (raw, cursor, _LeanCursor(connection, cursor), timezone)
-            cursors[self._alias] = cached
-        if connection.execute_wrappers or connection.queries_logged:
-            # Someone watches the queries (an execute_wrapper, DEBUG's query log, a test's
-            # assertNumQueries): Django's own wrapper, so they see ours too.
-            # Django's own (private) wrapping step, which django-stubs does not declare.
-            return connection._prepare_cursor(cached[1])  # type: ignore[attr-defined]
-        return cached[2]
+        return cursor
 
     def __exit__(self, *exc_info: Any) -> None:
         # The reused psycopg cursor stays open for the next statement; a plain Django cursor
@@ -136,9 +142,72 @@ class _StatementCursor:
             self._plain.__exit__(*exc_info)
         if exc_info[0] is not None and self._context is not None:
             # Only on an error: the schema is read then, so a statement that succeeds pays nothing.
-            missing = not_installed(exc_info[1], self._alias, self._context.schema)
-            if missing is not None:
-                raise missing from exc_info[1]
+            raise_if_not_installed(exc_info[1], self._alias, self._context.schema)
+
+
+def ready_cursor(alias: str, connection: BaseDatabaseWrapper, *, routed: bool = False) -> Any:
+    """The reused server-side binding cursor of this thread and ``connection`` (``connections[alias]``
+    on the calling thread), wrapped as Django would wrap it for whoever watches the queries (see
+    the module's docstring); made, or made again, when the connection or its time zone changed.
+
+    statement_cursor() enters with it; a caller that runs one statement without entering
+    statement_cursor() (a send's hot path, api/sending.py) takes it directly, and translates an
+    error as statement_cursor() does (raise_if_not_installed(); psycopg's errors already come as
+    Django's). None where statement_cursor() must be entered instead: with PREPARED_STATEMENTS off
+    (a plain Django cursor, closed on leaving), and, unless ``routed`` (the caller rewrites each
+    statement as Citus routes it, as statement_cursor() does), on the citus-distributed backend.
+    """
+    if not pgboss_settings.PREPARED_STATEMENTS or (
+        not routed and pgboss_settings.BACKEND == Backend.CITUS_DISTRIBUTED
+    ):
+        return None
+    # Django's own test (on attributes django-stubs does not declare), made here first: the call
+    # it saves is a microsecond of every send, and its answer changes only once per request, when
+    # Django resets health_check_done.
+    if connection.health_check_enabled and not connection.health_check_done:  # type: ignore[attr-defined]
+        connection.close_if_health_check_failed()
+    raw = connection.connection
+    if raw is None:
+        # ensure_connection() does only this once connected; called on every statement it
+        # also runs Django's async-unsafe check (an environment lookup and a raised
+        # exception), which Boss's own check on a running event loop already made.
+        connection.ensure_connection()
+        raw = connection.connection
+    cursors: dict[str, tuple[Any, psycopg.Cursor, _LeanCursor, Any]] = _local.__dict__.setdefault(
+        "cursors", {}
+    )
+    cached = cursors.get(alias)
+    # The connection's time zone is read on each use because a settings change (a test's
+    # override_settings) resets it, and Django then loads timestamps in the new one.
+    timezone = connection.timezone
+    if cached is None or cached[0] is not raw or cached[1].closed or cached[3] is not timezone:
+        # Django opens connections with prepared statements disabled (for connection
+        # poolers); they are enabled here for server-side binding cursors, which only we use.
+        if raw.prepare_threshold is None:
+            raw.prepare_threshold = PREPARE_THRESHOLD
+        cursor = psycopg.Cursor(raw)
+        load_timestamps_as_django_does(cursor, timezone)
+        cached = (raw, cursor, _LeanCursor(connection, cursor), timezone)
+        cursors[alias] = cached
+    debug = _SETTINGS_READ.get("DEBUG")
+    if debug is None:
+        debug = settings.DEBUG
+    # connection.queries_logged, read as Django reads it (force_debug_cursor or DEBUG) without the
+    # settings object's Python-level attribute lookup on every statement.
+    if connection.execute_wrappers or connection.force_debug_cursor or debug:
+        # Someone watches the queries (an execute_wrapper, DEBUG's query log, a test's
+        # assertNumQueries): Django's own wrapper, so they see ours too.
+        # Django's own (private) wrapping step, which django-stubs does not declare.
+        return connection._prepare_cursor(cached[1])  # type: ignore[attr-defined]
+    return cached[2]
+
+
+def raise_if_not_installed(error: BaseException, alias: str, schema: str) -> None:
+    """Raise SchemaNotInstalled, from ``error``, when ``error`` says ``schema`` is not installed
+    (db/installed.py); what statement_cursor() does with a statement's error on leaving."""
+    missing = not_installed(error, alias, schema)
+    if missing is not None:
+        raise missing from error
 
 
 def load_timestamps_as_django_does(cursor: psycopg.Cursor, timezone: datetime.tzinfo | None) -> None:
@@ -182,7 +251,9 @@ class _LeanCursor:
         self._cursor = cursor
 
     def execute(self, sql: str, params: Any = None) -> Any:
-        self._connection.validate_no_broken_transaction()
+        if self._connection.needs_rollback:
+            # Django's own refusal, with its message; the test above saves a call on every statement.
+            self._connection.validate_no_broken_transaction()
         try:
             return self._cursor.execute(sql, params)
         except Exception:

@@ -87,10 +87,12 @@ _lookup_found_none: list[bool] = []
 _NO_SUCH_GLOBAL = object()
 
 
-def _active() -> bool:
-    """True once a tracer provider is set. Until then the API's spans are no-ops, and skipping
-    them, with the attributes and contexts built for them, leaves an installed but unconfigured
-    API one call per helper (bench/README.md, "Observability").
+def active() -> bool:
+    """True when the OpenTelemetry API is installed and a tracer provider is set: the helpers
+    record spans. The worker reads it once per fetch and hands it to process_span(), and every
+    send asks it. Until a provider is set the API's spans are no-ops, and skipping them, with the
+    attributes and contexts built for them, leaves an installed but unconfigured API one call
+    per helper (bench/README.md, "Observability").
 
     The API's global provider is set once for good, so once one is found it is remembered. Until
     then the public lookup, get_tracer_provider(), reads the environment for a provider to load
@@ -99,6 +101,8 @@ def _active() -> bool:
     lookup, loading OTEL_PYTHON_TRACER_PROVIDER) fills; without that private global (another
     version of the API) every call takes the public lookup.
     """
+    if otel_trace is None:
+        return False
     if _provider_seen:
         return True
     if _lookup_found_none and getattr(otel_trace, "_TRACER_PROVIDER", _NO_SUCH_GLOBAL) is None:
@@ -111,12 +115,6 @@ def _active() -> bool:
         return False
     _provider_seen.append(True)
     return True
-
-
-def active() -> bool:
-    """True when the OpenTelemetry API is installed and a tracer provider is set: the helpers
-    record spans. The worker reads it once per fetch and hands it to process_span()."""
-    return otel_trace is not None and _active()
 
 
 def _version() -> str | None:
@@ -165,7 +163,7 @@ def _attributes(queue: str, operation_type: str, operation: str, count: int | No
 
 def send_span(queue: str, operation: str = "send", count: int = 1) -> AbstractContextManager[Any]:
     """A PRODUCER span around a send (``operation`` "send") or an insert of ``count`` jobs."""
-    if otel_trace is None or not _active():
+    if not active():
         return _NOTHING
     return _tracer().start_as_current_span(
         f"{operation} {queue}",
@@ -319,13 +317,13 @@ def sent(span: Any, ids: Sequence[str | None], queue: str, *, propagated: bool =
 
 def now() -> int:
     """The time a span that is recorded after the fact starts at (0 without the API)."""
-    return time.time_ns() if otel_trace is not None and _active() else 0
+    return time.time_ns() if active() else 0
 
 
 def record_fetch(queue: str, started: int, count: int) -> None:
     """A CLIENT span (OpenTelemetry's "receive") for a fetch that began at ``started`` (now())
     and claimed ``count`` jobs, ended now."""
-    if otel_trace is None or not _active():
+    if not active():
         return
     span = _tracer().start_span(
         f"fetch {queue}",
@@ -395,7 +393,7 @@ def process_span(
 
 def settle_span(queue: str, operation: str, jobs: Sequence[Job]) -> AbstractContextManager[Any]:
     """A CLIENT span around one settle statement (``operation``: complete, fail) of ``jobs``."""
-    if otel_trace is None or not _active():
+    if not active():
         return _NOTHING
     attributes = _attributes(queue, "settle", operation, len(jobs))
     parent, links = _job_parent(jobs, attributes)
@@ -410,7 +408,7 @@ def settle_span(queue: str, operation: str, jobs: Sequence[Job]) -> AbstractCont
 
 def monitor_span() -> AbstractContextManager[Any]:
     """An INTERNAL span around one monitor pass."""
-    if otel_trace is None or not _active():
+    if not active():
         return _NOTHING
     return _tracer().start_as_current_span(
         "pgboss monitor pass",
