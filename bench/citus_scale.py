@@ -1,6 +1,6 @@
 """Scale bench: the peers workloads on one PostgreSQL and on a 3-node Citus cluster, in one run.
 
-    PGBOSS_BENCH_PORT=55450 PGBOSS_CITUS_PORT=55510 bash bench/citus_cluster.sh start
+    PGBOSS_BENCH_PORT=55450 PGBOSS_CITUS_PORT=25510 bash bench/citus_cluster.sh start
     .venvs/py3.11-Django__5.2__5.3/bin/python bench/citus_scale.py [--rounds 3] [--move-jobs 100000]
     bash bench/citus_cluster.sh stop
 
@@ -505,7 +505,7 @@ def main() -> None:
         "--move-jobs", type=int, default=0, help="then measure a shard move of a queue holding this many jobs"
     )
     parser.add_argument("--postgres-port", type=int, default=int(os.environ.get("PGBOSS_BENCH_PORT", 55450)))
-    parser.add_argument("--citus-port", type=int, default=int(os.environ.get("PGBOSS_CITUS_PORT", 55510)))
+    parser.add_argument("--citus-port", type=int, default=int(os.environ.get("PGBOSS_CITUS_PORT", 25510)))
     args = parser.parse_args()
     if args.child:
         action, *rest = args.child

@@ -8,7 +8,7 @@
 #   bash scripts/citus.sh url             print DATABASE_URL (the coordinator's database)
 #   bash scripts/citus.sh database NAME   make NAME afresh on every node, Citus-ready (see below)
 #
-# The coordinator listens on PGBOSS_CITUS_PORT (default 55510), the workers on the next two ports,
+# The coordinator listens on PGBOSS_CITUS_PORT (default 25510), the workers on the next two ports,
 # all on 127.0.0.1 only, with fsync off unless PGBOSS_TEST_DURABLE=1 (both as scripts/testdb.sh,
 # which runs each server). When Citus is not installed for that PostgreSQL, it is built first
 # with build-citus.sh from PGBOSS_CITUS_VENDOR (default ../shared/vendor beside the repository),
@@ -27,7 +27,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-PORT=${PGBOSS_CITUS_PORT:-55510}
+PORT=${PGBOSS_CITUS_PORT:-25510}
 BASE=${PGBOSS_CITUS_PGDATA:-${TMPDIR:-/tmp}/django-pgboss-citus-$PORT}
 DB=${PGBOSS_TEST_DBNAME:-pgboss}
 VENDOR=${PGBOSS_CITUS_VENDOR:-$repo/../shared/vendor}

@@ -16,7 +16,7 @@
 #   COVERAGE=1  measure coverage over the suite and its subprocesses and print the total (off by
 #            default: tracing the suite and every worker subprocess slows it down)
 #   PGBOSS_TEST_BACKEND=citus  run on the Citus cluster of scripts/citus.sh (a coordinator on
-#            PGBOSS_CITUS_PORT, default 55510, and two workers on the next ports) instead of one
+#            PGBOSS_CITUS_PORT, default 25510, and two workers on the next ports) instead of one
 #            PostgreSQL, with PGBOSS["BACKEND"] = "citus" (see "The database" below);
 #            PGBOSS_TEST_BACKEND=citus-distributed likewise, with the job table distributed
 set -euo pipefail
@@ -188,7 +188,7 @@ fi
 backend=${PGBOSS_TEST_BACKEND:-postgres}
 case $backend in
   postgres)
-    port=${PGBOSS_TEST_PORT:-55433}
+    port=${PGBOSS_TEST_PORT:-25433}
     database_script=$repo/scripts/testdb.sh
     ;;
   citus | citus-distributed)
@@ -197,7 +197,7 @@ case $backend in
     # it on every node before each pytest run below, and pytest reuses it (--reuse-db), running
     # the migrations into it as it would into a fresh one. The tests that stop and start their
     # database (scripts/testdb.sh) are pointed at the coordinator's port and data folder.
-    port=${PGBOSS_CITUS_PORT:-55510}
+    port=${PGBOSS_CITUS_PORT:-25510}
     export PGBOSS_CITUS_PORT=$port
     export PGBOSS_CITUS_PGDATA=${PGBOSS_CITUS_PGDATA:-${TMPDIR:-/tmp}/django-pgboss-citus-$port}
     export PGBOSS_TEST_PORT=$port PGBOSS_TEST_PGDATA=$PGBOSS_CITUS_PGDATA/coordinator

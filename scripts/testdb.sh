@@ -8,14 +8,14 @@
 #
 # PostgreSQL refuses to run as root, so as root the server runs as the postgres user (runuser);
 # as another user it runs as that user. It listens on 127.0.0.1 only, on its own port
-# (PGBOSS_TEST_PORT, default 55433), with fsync off: a test cluster trades durability for speed.
+# (PGBOSS_TEST_PORT, default 25433), with fsync off: a test cluster trades durability for speed.
 # PGBOSS_TEST_DURABLE=1 keeps PostgreSQL's durable defaults instead, naming them on the command
 # line so a hand-edited postgresql.conf cannot turn them off (bench/cluster.sh uses it: a
 # benchmark on a cluster that skips the WAL flush would measure a commit path no production queue
 # has). The binaries are installed with apt-get when no /usr/lib/postgresql/*/bin exists.
 set -euo pipefail
 
-PORT=${PGBOSS_TEST_PORT:-55433}
+PORT=${PGBOSS_TEST_PORT:-25433}
 PGDATA=${PGBOSS_TEST_PGDATA:-${TMPDIR:-/tmp}/django-pgboss-testdb-$PORT}
 DB=${PGBOSS_TEST_DBNAME:-pgboss}
 NAME=${PGBOSS_TEST_LABEL:-testdb}

@@ -17,7 +17,7 @@ DEBUG = False
 USE_TZ = True
 TIME_ZONE = "UTC"
 
-DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:55433/pgboss")}
+DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:25433/pgboss")}
 # A second alias on the same test database, for a tasks backend whose OPTIONS name another alias.
 # A worker the mixed-fleet test starts as a process keeps its connections (its transactional
 # handlers would otherwise open one per job).
