@@ -213,15 +213,15 @@ class DatabaseContext:
         the citus-distributed backend): the caller then runs the statement the usual way. Errors
         are those of rowcount() and all(), a schema that is not installed included.
         """
-        using = self.using
-        cursor = ready_cursor(using, connection)
+        # The connection's own alias is this context's (connection() looked it up by it).
+        cursor = ready_cursor(connection.alias, connection)
         if cursor is None:
             return None
         try:
             cursor.execute(sql, params)
             written: int = len(cursor.fetchall()) if returning else cursor.rowcount
         except Exception as exc:
-            raise_if_not_installed(exc, using, self.schema)
+            raise_if_not_installed(exc, connection.alias, self.schema)
             raise
         return written
 

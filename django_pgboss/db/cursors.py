@@ -173,9 +173,9 @@ def ready_cursor(alias: str, connection: BaseDatabaseWrapper, *, routed: bool = 
         # exception), which Boss's own check on a running event loop already made.
         connection.ensure_connection()
         raw = connection.connection
-    cursors: dict[str, tuple[Any, psycopg.Cursor, _LeanCursor, Any]] = _local.__dict__.setdefault(
-        "cursors", {}
-    )
+    cursors: dict[str, tuple[Any, psycopg.Cursor, _LeanCursor, Any]] | None = _local.__dict__.get("cursors")
+    if cursors is None:
+        cursors = _local.cursors = {}
     cached = cursors.get(alias)
     # The connection's time zone is read on each use because a settings change (a test's
     # override_settings) resets it, and Django then loads timestamps in the new one.
