@@ -47,6 +47,9 @@ _SETTINGS_READ: dict[str, Any] = object.__getattribute__(settings, "__dict__")
 # get_running_loop() raises.
 _get_running_loop = asyncio._get_running_loop
 
+# Read once: each read of a member from its enum class is a Python-level lookup, on every statement.
+_CITUS_DISTRIBUTED = Backend.CITUS_DISTRIBUTED
+
 #: The (alias, quoted schema) pairs whose job_now() a TestClock (django_pgboss.testing) overrides
 #: in this process: on the citus-distributed backend their statements take the test clock's time
 #: as a bound value (plans.testing.bound_clock()). Empty outside tests.
@@ -118,7 +121,7 @@ class _StatementCursor:
 
     def __enter__(self) -> Any:
         cursor = self._enter()
-        if pgboss_settings.BACKEND == Backend.CITUS_DISTRIBUTED:
+        if pgboss_settings.BACKEND == _CITUS_DISTRIBUTED:
             clock = None
             if _TEST_CLOCKS and self._context is not None:
                 schema = self._context.quoted_schema
@@ -158,7 +161,7 @@ def ready_cursor(alias: str, connection: BaseDatabaseWrapper, *, routed: bool = 
     statement as Citus routes it, as statement_cursor() does), on the citus-distributed backend.
     """
     if not pgboss_settings.PREPARED_STATEMENTS or (
-        not routed and pgboss_settings.BACKEND == Backend.CITUS_DISTRIBUTED
+        not routed and pgboss_settings.BACKEND == _CITUS_DISTRIBUTED
     ):
         return None
     # Django's own test (on attributes django-stubs does not declare), made here first: the call
