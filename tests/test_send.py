@@ -385,6 +385,19 @@ DATA_ONLY = [
 ]
 
 
+def twin_queues(*names: str, policy: str, partition: bool) -> None:
+    """Create queues ``names`` alike: ``policy``, ``partition`` and every other setting a job takes
+    from its queue set to something other than its default, with a dead-letter queue."""
+    boss.create_queue("dlq")
+    settings = dict(
+        policy=policy, partition=partition, retry_limit=4, retry_delay=3, retry_backoff=True,
+        retry_delay_max=50, expire_in_seconds=90, retention_seconds=600, delete_after_seconds=7,
+        heartbeat_seconds=30, dead_letter="dlq",
+    )  # fmt: skip
+    for name in names:
+        boss.create_queue(name, **settings)
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("partition", [False, True], ids=["shared", "own-table"])
 @pytest.mark.parametrize("policy", ["standard", "short", "singleton", "stately", "exclusive"])
@@ -393,14 +406,7 @@ def test_insert_of_data_only_jobs_writes_the_rows_the_general_statement_writes(p
     """insert() has a leaner statement for jobs of nothing but data (insert_data_jobs(), without
     ON CONFLICT on a standard queue outside a transaction); it must write, and drop under a
     policy, the rows insert_jobs() writes for the same jobs."""
-    boss.create_queue("dlq")
-    settings = dict(
-        policy=policy, partition=partition, retry_limit=4, retry_delay=3, retry_backoff=True,
-        retry_delay_max=50, expire_in_seconds=90, retention_seconds=600, delete_after_seconds=7,
-        heartbeat_seconds=30, dead_letter="dlq",
-    )  # fmt: skip
-    boss.create_queue("lean", **settings)
-    boss.create_queue("general", **settings)
+    twin_queues("lean", "general", policy=policy, partition=partition)
     general_jobs = [{**job, "priority": 0} for job in DATA_ONLY]  # an option: the general statement
     with transaction.atomic() if atomic else contextlib.nullcontext():
         lean = boss.insert("lean", DATA_ONLY, return_ids=True)
@@ -430,14 +436,7 @@ def test_a_send_of_data_alone_writes_and_drops_what_the_general_send_does(
 ):
     """send() of nothing but data takes a hot path once its queue's route is cached (JobSender.send());
     it must write, and drop under a policy, what the general path writes for the same jobs."""
-    boss.create_queue("dlq")
-    settings = dict(
-        policy=policy, partition=partition, retry_limit=4, retry_delay=3, retry_backoff=True,
-        retry_delay_max=50, expire_in_seconds=90, retention_seconds=600, delete_after_seconds=7,
-        heartbeat_seconds=30, dead_letter="dlq",
-    )  # fmt: skip
-    boss.create_queue("hot", **settings)
-    boss.create_queue("general", **settings)
+    twin_queues("hot", "general", policy=policy, partition=partition)
     # The first send of each reads and caches its queue's route.
     assert boss.send("hot", "first") is not None
     assert boss.send("general", "first", priority=0) is not None  # an option: the general path

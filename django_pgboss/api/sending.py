@@ -52,9 +52,9 @@ class JobSender:
         statement alone on a bare cursor). It writes the row _send() writes for the same job, and
         leaves to _send() every other send and what it does not cover: a queue whose route is not
         cached yet, with notify or key_strict_fifo, and a connection without statement_cursor()'s
-        reused cursor (DatabaseContext.written_on_ready_cursor()). A name that is not a string goes there too, to
-        be refused; one that is can only be in the route cache if its queue was found by that
-        name, so it needs no other check here.
+        reused cursor (DatabaseContext.written_on_ready_cursor()). A name that is not a string
+        goes there too, to be refused; one that is can only be in the route cache if its queue was
+        found by that name, so it needs no other check here.
         """
         if options or tracing.active():
             return self._send(name, data, options, upsert_by_key=False)
@@ -249,7 +249,7 @@ class JobSender:
         job, inside its transaction, so always with ON CONFLICT: job_i13 refuses the second).
         ``trace_context`` (JSON text, or None for nothing to store) is written to every job's
         trace_context column: the statements carry the column only when it is given. ``retried``:
-        a first attempt (_send_data()'s) already found the cached route stale, so this is the last.
+        a first attempt (send()'s hot path) already found the cached route stale, so this is the last.
         """
         context = self.context
         schema = context.quoted_schema
@@ -353,8 +353,8 @@ class JobSender:
 
 
 class _DataSend:
-    """The two statements of _send_data() for one queue route and schema: insert_job() of a job with
-    nothing but data, with and without ON CONFLICT. Made once per route rather than read from
+    """The two statements of send()'s hot path for one queue route and schema: insert_job() of a job
+    with nothing but data, with and without ON CONFLICT. Made once per route rather than read from
     insert_job()'s cache on every send, whose keyword-argument lookup is a microsecond of it."""
 
     __slots__ = ("on_conflict", "plain", "route", "schema")
