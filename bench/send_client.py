@@ -200,6 +200,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile of boss.send, top functions")
     parser.add_argument("--stubbed", action="store_true", help="our Python alone, psycopg's execute stubbed")
     args = parser.parse_args()
+    if args.sends < 1 or args.rounds < 1:
+        parser.error("--sends and --rounds take a whole number of at least 1")
 
     call_command("migrate", verbosity=0)
     boss = Boss()

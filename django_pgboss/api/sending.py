@@ -17,6 +17,7 @@ from django_pgboss.arguments import job_payload
 from django_pgboss.arguments import queue_name as validate_queue_name
 from django_pgboss.constants import QueuePolicy
 from django_pgboss.db.context import DatabaseContext, QueueRoute, sqlstate
+from django_pgboss.db.cursors import ready_cursor_available
 from django_pgboss.db.identifiers import quote_schema, schema_key
 from django_pgboss.exceptions import InvalidOption, QueueNotFound
 from django_pgboss.observability import tracing
@@ -51,8 +52,8 @@ class JobSender:
         statement and as little Python as it takes (bench/send_client.py measures it against the
         statement alone on a bare cursor). It writes the row _send() writes for the same job, and
         leaves to _send() every other send and what it does not cover: a queue whose route is not
-        cached yet, with notify or key_strict_fifo, and a connection without statement_cursor()'s
-        reused cursor (DatabaseContext.written_on_ready_cursor()). A name that is not a string
+        cached yet, with notify or key_strict_fifo, and settings under which there is no reused
+        cursor to run it on (db/cursors.ready_cursor_available()). A name that is not a string
         goes there too, to be refused; one that is can only be in the route cache if its queue was
         found by that name, so it needs no other check here.
         """
@@ -60,7 +61,7 @@ class JobSender:
             return self._send(name, data, options, upsert_by_key=False)
         context = self.context
         route = context.cached_route(name) if type(name) is str else None
-        if route is None or route.notify or route.policy == _KEY_STRICT_FIFO:
+        if route is None or route.notify or route.policy == _KEY_STRICT_FIFO or not ready_cursor_available():
             return self._send(name, data, {}, upsert_by_key=False)
         text = None if data is None else to_json(data, "job data")
         schema = context.schema
@@ -88,8 +89,6 @@ class JobSender:
             # Nothing was written: the insert goes again on the queue's route read afresh.
             ids = self._insert(name, [{"data": text}], returning=True, retried=True)
             return ids[0] if ids else None
-        if written is None:
-            return self._send(name, data, {}, upsert_by_key=False)
         if written == 0:
             self._check_queue_exists(name)
             return None

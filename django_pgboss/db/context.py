@@ -202,21 +202,23 @@ class DatabaseContext:
 
     def written_on_ready_cursor(
         self, sql: str, params: Params, connection: BaseDatabaseWrapper, *, returning: bool
-    ) -> int | None:
+    ) -> int:
         """How many rows ``sql`` wrote, run on the reused cursor of db/cursors.ready_cursor() without
         entering statement_cursor(): a send's hot path (api/sending.py), where entering it is a
         measurable part of the whole. Counted from the rows the statement returns when
         ``returning`` (Citus counts a row that ON CONFLICT dropped as written), else from the row
         count. ``connection`` is the calling thread's (connection()).
 
-        None, with nothing run, where the connection has no such cursor (PREPARED_STATEMENTS off,
-        the citus-distributed backend): the caller then runs the statement the usual way. Errors
-        are those of rowcount() and all(), a schema that is not installed included.
+        The caller asks ready_cursor_available() first; should the settings have changed since,
+        the statement runs through statement_cursor() as rowcount() and all() run theirs. Errors
+        are theirs, a schema that is not installed included.
         """
         # The connection's own alias is this context's (connection() looked it up by it).
         cursor = ready_cursor(connection.alias, connection)
         if cursor is None:
-            return None
+            if returning:
+                return len(self.all(sql, params, connection=connection))
+            return self.rowcount(sql, params, connection=connection)
         try:
             cursor.execute(sql, params)
             written: int = len(cursor.fetchall()) if returning else cursor.rowcount

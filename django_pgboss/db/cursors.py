@@ -160,9 +160,7 @@ def ready_cursor(alias: str, connection: BaseDatabaseWrapper, *, routed: bool = 
     (a plain Django cursor, closed on leaving), and, unless ``routed`` (the caller rewrites each
     statement as Citus routes it, as statement_cursor() does), on the citus-distributed backend.
     """
-    if not pgboss_settings.PREPARED_STATEMENTS or (
-        not routed and pgboss_settings.BACKEND == _CITUS_DISTRIBUTED
-    ):
+    if not ready_cursor_available(routed=routed):
         return None
     # Django's own test (on attributes django-stubs does not declare), made here first: the call
     # it saves is a microsecond of every send, and its answer changes only once per request, when
@@ -203,6 +201,14 @@ def ready_cursor(alias: str, connection: BaseDatabaseWrapper, *, routed: bool = 
         # Django's own (private) wrapping step, which django-stubs does not declare.
         return connection._prepare_cursor(cached[1])  # type: ignore[attr-defined]
     return cached[2]
+
+
+def ready_cursor_available(*, routed: bool = False) -> bool:
+    """Whether ready_cursor() gives a cursor under the current settings (its ``routed`` says what
+    that means): for a caller that would otherwise do a statement's work before finding out."""
+    return bool(pgboss_settings.PREPARED_STATEMENTS) and (
+        routed or pgboss_settings.BACKEND != _CITUS_DISTRIBUTED
+    )
 
 
 def raise_if_not_installed(error: BaseException, alias: str, schema: str) -> None:
